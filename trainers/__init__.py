@@ -1,0 +1,1 @@
+"""Pure-JAX reinforcement-learning trainers: no threads, files or printing."""

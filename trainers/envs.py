@@ -1,0 +1,56 @@
+"""gymnax environments by id, wrapped for training.
+
+gymnax takes over a second to import, so it is imported inside `make_env` only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+# Environments the trainers support: Box observations, Discrete or Box actions.
+CLASSIC_CONTROL = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "MountainCarContinuous-v0")
+MINATAR = ("Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar", "SpaceInvaders-MinAtar")
+BSUITE = ("Catch-bsuite", "DeepSea-bsuite", "MemoryChain-bsuite", "UmbrellaChain-bsuite", "DiscountingChain-bsuite")
+MISC = ("FourRooms-misc", "PointRobot-misc", "Reacher-misc", "Swimmer-misc", "Pong-misc")
+SUPPORTED_ENVS: tuple[str, ...] = CLASSIC_CONTROL + MINATAR + BSUITE + MISC
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """An environment ready to train on, and what the policy needs to know about it."""
+
+    env_id: str
+    env: Any  # gymnax environment, wrapped (flat observations, episode statistics)
+    params: Any  # gymnax EnvParams
+    obs_shape: tuple[int, ...]  # before flattening
+    discrete: bool
+    num_actions: int  # discrete: number of actions; continuous: action dimension
+    action_low: Any = None  # continuous only: arrays of shape (num_actions,)
+    action_high: Any = None
+
+    @property
+    def obs_size(self) -> int:
+        size = 1
+        for d in self.obs_shape:
+            size *= d
+        return size
+
+
+def make_env(env_id: str) -> EnvSpec:
+    if env_id not in SUPPORTED_ENVS:
+        raise ValueError(f"env: unknown environment {env_id!r}; run `rltui envs` for the list")
+    import gymnax
+    import numpy as np
+    from gymnax.environments import spaces
+    from gymnax.wrappers.purerl import FlattenObservationWrapper, LogWrapper
+
+    base, params = gymnax.make(env_id)
+    obs_shape = tuple(int(d) for d in base.observation_space(params).shape)
+    space = base.action_space(params)
+    env = LogWrapper(FlattenObservationWrapper(base))
+    if isinstance(space, spaces.Discrete):
+        return EnvSpec(env_id, env, params, obs_shape, True, int(space.n))
+    low = np.broadcast_to(np.asarray(space.low, np.float32), space.shape)
+    high = np.broadcast_to(np.asarray(space.high, np.float32), space.shape)
+    return EnvSpec(env_id, env, params, obs_shape, False, int(np.prod(space.shape)), low, high)

@@ -1,0 +1,108 @@
+"""Static configuration (shapes, compiled in) versus dynamic hyperparameters (traced).
+
+This module is plain Python and NumPy so that validation can run before JAX starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Mapping, NamedTuple
+
+import numpy as np
+
+ACTIVATIONS = ("tanh", "relu")
+
+
+@dataclasses.dataclass(frozen=True)
+class StaticConfig:
+    """Everything that changes a shape or the traced program: changing it recompiles."""
+
+    env_id: str = "CartPole-v1"
+    num_envs: int = 4
+    num_steps: int = 128
+    num_minibatches: int = 4
+    update_epochs: int = 4
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    # Capacity of the per-chunk metrics buffer. The number of updates a chunk runs is a
+    # traced argument up to this bound, so the session can size chunks without recompiling.
+    max_chunk_updates: int = 512
+
+    @property
+    def steps_per_update(self) -> int:
+        return self.num_envs * self.num_steps
+
+
+class DynamicHParams(NamedTuple):
+    """Hyperparameters passed to the jitted step as float32 scalars.
+
+    A NamedTuple is a pytree without importing JAX. Every leaf is a float32 NumPy scalar:
+    a Python float or a float64 would change the traced dtype and recompile.
+    """
+
+    lr: np.float32 = np.float32(2.5e-4)
+    gamma: np.float32 = np.float32(0.99)
+    gae_lambda: np.float32 = np.float32(0.95)
+    clip_eps: np.float32 = np.float32(0.2)
+    ent_coef: np.float32 = np.float32(0.01)
+    vf_coef: np.float32 = np.float32(0.5)
+    max_grad_norm: np.float32 = np.float32(0.5)
+    # 1.0 anneals lr linearly to zero over `anneal_updates` updates, 0.0 keeps it constant.
+    anneal_lr: np.float32 = np.float32(1.0)
+    anneal_updates: np.float32 = np.float32(1.0)
+
+    @classmethod
+    def create(cls, **values: float) -> "DynamicHParams":
+        for name, value in values.items():
+            if name not in cls._fields:
+                raise KeyError(f"unknown hyperparameter {name!r}")
+            validate_hparam(name, value)
+        return cls()._replace(**{k: np.float32(v) for k, v in values.items()})
+
+    def with_updates(self, changes: Mapping[str, float]) -> "DynamicHParams":
+        """Return a copy with `changes` applied; static or unknown keys are rejected."""
+        for name, value in changes.items():
+            if name not in EDITABLE_HPARAMS:
+                raise KeyError(f"{name!r} is not a live-editable hyperparameter")
+            validate_hparam(name, value)
+        cast = {k: np.asarray(v, dtype=np.asarray(getattr(self, k)).dtype)[()] for k, v in changes.items()}
+        return self._replace(**cast)
+
+    def as_floats(self) -> dict[str, float]:
+        return {k: float(v) for k, v in self._asdict().items()}
+
+
+# name -> (predicate, description of what is allowed)
+_HPARAM_RULES = {
+    "lr": (lambda v: v > 0, "a number > 0"),
+    "gamma": (lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    "gae_lambda": (lambda v: 0 <= v <= 1, "a number in [0, 1]"),
+    "clip_eps": (lambda v: v > 0, "a number > 0"),
+    "ent_coef": (lambda v: v >= 0, "a number >= 0"),
+    "vf_coef": (lambda v: v >= 0, "a number >= 0"),
+    "max_grad_norm": (lambda v: v > 0, "a number > 0"),
+    "anneal_lr": (lambda v: v in (0, 1), "0 or 1"),
+    "anneal_updates": (lambda v: v >= 1, "a number >= 1"),
+}
+
+EDITABLE_HPARAMS = ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm")
+
+
+class HParamError(ValueError):
+    """A hyperparameter value that is not allowed; the message names field and rule."""
+
+
+def hparam_rule(name: str) -> str:
+    return _HPARAM_RULES[name][1]
+
+
+def validate_hparam(name: str, value: object) -> float:
+    """Return `value` as a float, or raise HParamError saying what is allowed."""
+    ok, allowed = _HPARAM_RULES[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise HParamError(f"{name}: expected {allowed}, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or not ok(number):
+        raise HParamError(f"{name}: expected {allowed}, got {value!r}")
+    return number

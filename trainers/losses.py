@@ -1,0 +1,35 @@
+"""Pure loss functions. Each returns per-batch means; reductions over devices happen in the caller."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+
+def clipped_surrogate_loss(log_prob, old_log_prob, advantages, clip_eps):
+    """PPO's clipped policy objective, negated for minimisation.
+
+    Returns (loss, approx_kl, clip_frac); approx_kl is the low-variance estimator
+    E[(r - 1) - log r] of KL(old || new).
+    """
+    log_ratio = log_prob - old_log_prob
+    ratio = jnp.exp(log_ratio)
+    unclipped = ratio * advantages
+    clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
+    loss = -jnp.mean(jnp.minimum(unclipped, clipped))
+    approx_kl = jnp.mean((ratio - 1.0) - log_ratio)
+    clip_frac = jnp.mean((jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32))
+    return loss, approx_kl, clip_frac
+
+
+def clipped_value_loss(value, old_value, targets, clip_eps):
+    """Half the squared error, taking the worse of the raw and the clipped prediction."""
+    value_clipped = old_value + jnp.clip(value - old_value, -clip_eps, clip_eps)
+    return 0.5 * jnp.mean(jnp.maximum((value - targets) ** 2, (value_clipped - targets) ** 2))
+
+
+def ppo_total_loss(policy_loss, value_loss, entropy, vf_coef, ent_coef):
+    return policy_loss + vf_coef * value_loss - ent_coef * entropy
+
+
+def normalize(x, mean, std):
+    return (x - mean) / (std + 1e-8)

@@ -1,0 +1,82 @@
+"""Actor-critic networks (flax linen) and the action distributions they parameterise.
+
+Linen modules are pure `init`/`apply` functions over a params pytree, which is what
+scan/vmap/pmap compose with directly; NNX's stateful objects would need split/merge at
+every transform boundary for no gain here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+_ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu}
+
+
+def _dense(features: int, scale: float) -> nn.Dense:
+    return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.initializers.zeros)
+
+
+class ActorCritic(nn.Module):
+    """Separate policy and value towers. Discrete: outputs logits. Continuous: outputs the
+    Gaussian mean and a state-independent learned log standard deviation."""
+
+    num_actions: int
+    discrete: bool
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "tanh"
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        act = _ACTIVATIONS[self.activation]
+        x = obs
+        for size in self.hidden_sizes:
+            x = act(_dense(size, math.sqrt(2))(x))
+        policy_out = _dense(self.num_actions, 0.01)(x)
+        if self.discrete:
+            log_std = jnp.zeros(())  # unused
+        else:
+            log_std = self.param("log_std", nn.initializers.zeros, (self.num_actions,))
+        v = obs
+        for size in self.hidden_sizes:
+            v = act(_dense(size, math.sqrt(2))(v))
+        value = _dense(1, 1.0)(v)[..., 0]
+        return policy_out, log_std, value
+
+
+# --- distributions -------------------------------------------------------------------------
+# Small and explicit instead of a dependency: categorical and diagonal Gaussian are all we need.
+
+_LOG_2PI = float(np.log(2 * np.pi))
+
+
+def sample_action(key: jax.Array, policy_out: jax.Array, log_std: jax.Array, discrete: bool) -> jax.Array:
+    if discrete:
+        return jax.random.categorical(key, policy_out, axis=-1)
+    noise = jax.random.normal(key, policy_out.shape, policy_out.dtype)
+    return policy_out + jnp.exp(log_std) * noise
+
+
+def log_prob(policy_out: jax.Array, log_std: jax.Array, action: jax.Array, discrete: bool) -> jax.Array:
+    if discrete:
+        logp = jax.nn.log_softmax(policy_out, axis=-1)
+        return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    z = (action - policy_out) * jnp.exp(-log_std)
+    return jnp.sum(-0.5 * z**2 - log_std - 0.5 * _LOG_2PI, axis=-1)
+
+
+def entropy(policy_out: jax.Array, log_std: jax.Array, discrete: bool) -> jax.Array:
+    if discrete:
+        logp = jax.nn.log_softmax(policy_out, axis=-1)
+        return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+    per_dim = log_std + 0.5 * (1.0 + _LOG_2PI)
+    return jnp.broadcast_to(jnp.sum(per_dim), policy_out.shape[:-1])
+
+
+def greedy_action(policy_out: jax.Array, discrete: bool) -> jax.Array:
+    return jnp.argmax(policy_out, axis=-1) if discrete else policy_out

@@ -1,0 +1,58 @@
+"""The only module that knows about devices: data parallelism with `jax.pmap`.
+
+Environments are split evenly over the local devices, params and optimizer state are
+replicated, and the trainer averages gradients with `lax.pmean` over `AXIS`. A single
+device runs the same pmapped program with an axis of size one.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax
+import numpy as np
+
+from trainers.hparams import DynamicHParams
+from trainers.ppo import AXIS, PPO
+from trainers.types import ChunkMetrics, TrainState
+
+
+class DevicesError(ValueError):
+    pass
+
+
+class DataParallel:
+    def __init__(self, trainer: PPO, devices: Sequence[jax.Device] | None = None):
+        self.devices = list(devices) if devices is not None else jax.local_devices()
+        if trainer.num_devices != len(self.devices):
+            raise DevicesError(f"trainer built for {trainer.num_devices} devices, given {len(self.devices)}")
+        self.trainer = trainer
+        n = len(self.devices)
+        self._init = jax.pmap(
+            lambda _, key, hp: trainer.init(key, hp), axis_name=AXIS, in_axes=(0, None, None), devices=self.devices
+        )
+        self._run_chunk = jax.pmap(
+            trainer.run_chunk, axis_name=AXIS, in_axes=(0, None, None), donate_argnums=(0,), devices=self.devices
+        )
+        self._device_index = np.arange(n)
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.devices)
+
+    def init(self, key: jax.Array, hp: DynamicHParams) -> TrainState:
+        return self._init(self._device_index, key, hp)
+
+    def run_chunk(self, state: TrainState, hp: DynamicHParams, num_updates: int) -> tuple[TrainState, ChunkMetrics]:
+        """Returns the new (device-resident) state and the metrics of device 0, which are
+        identical on every device because they were reduced over the device axis."""
+        state, metrics = self._run_chunk(state, hp, np.int32(num_updates))
+        return state, jax.tree.map(lambda x: x[0], metrics)
+
+    def compile(self, state: TrainState, hp: DynamicHParams) -> None:
+        """Compile the chunk program ahead of the first call, so the caller can time it."""
+        self._run_chunk.lower(state, hp, np.int32(1)).compile()
+
+    @staticmethod
+    def unreplicate(tree):
+        return jax.tree.map(lambda x: x[0], tree)

@@ -1,0 +1,61 @@
+"""Typed carries for the training loop: named fields, never positional tuples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+from flax import struct
+
+
+@struct.dataclass
+class Transition:
+    """One vectorised env step; every leaf has leading axes (time, env) after the rollout."""
+
+    obs: jax.Array
+    action: jax.Array
+    log_prob: jax.Array
+    value: jax.Array
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    final_obs: jax.Array  # observation reached by this step, before any auto-reset
+    episode_return: jax.Array  # return of the episode this step completed (valid where done)
+    episode_length: jax.Array
+
+
+@struct.dataclass
+class TrainState:
+    """Everything one device needs to continue training exactly."""
+
+    params: Any
+    opt_state: Any
+    env_state: Any
+    obs: jax.Array
+    key: jax.Array  # shared by all devices; per-env keys are derived by global env index
+    update_idx: jax.Array  # int32 scalar: updates completed so far
+
+
+@struct.dataclass
+class UpdateMetrics:
+    """Scalars describing one update, already reduced over devices, epochs and minibatches."""
+
+    episode_return: jax.Array  # mean over episodes completed in this update; NaN if none
+    episode_length: jax.Array
+    episodes: jax.Array  # number of episodes completed in this update
+    policy_loss: jax.Array
+    value_loss: jax.Array
+    entropy: jax.Array
+    approx_kl: jax.Array
+    clip_frac: jax.Array
+    grad_norm: jax.Array
+    lr: jax.Array
+
+
+@struct.dataclass
+class ChunkMetrics:
+    """`UpdateMetrics` of each update in a chunk: leaves of shape (max_chunk_updates,),
+    of which the first `num_updates` are filled."""
+
+    per_update: UpdateMetrics
+    num_updates: jax.Array
