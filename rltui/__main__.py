@@ -1,0 +1,5 @@
+import sys
+
+from rltui.cli import main
+
+sys.exit(main())

@@ -1,0 +1,251 @@
+"""Run configuration: built-in defaults < TOML file < `--set key=value`, into a frozen dataclass.
+
+Keys are flat and identical in TOML and `--set`. Every bad value raises `ConfigError` with
+one line naming the field and what is allowed. No JAX import here: validation runs before
+anything starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from trainers.envs import SUPPORTED_ENVS
+from trainers.hparams import ACTIVATIONS, DynamicHParams, HParamError, StaticConfig, validate_hparam
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+ALGOS = ("ppo",)
+
+
+class ConfigError(ValueError):
+    """Bad user input; the message is one line naming the field and what is allowed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    env: str = "CartPole-v1"
+    algo: str = "ppo"
+    seed: int = 0
+    total_timesteps: int = 500_000
+    num_envs: int = 4
+    num_steps: int = 128
+    num_minibatches: int = 4
+    update_epochs: int = 4
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    lr: float = 2.5e-4
+    anneal_lr: bool = True
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    devices: int = 0
+    chunk_seconds: float = 0.3
+
+    @property
+    def steps_per_update(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def total_updates(self) -> int:
+        return max(1, self.total_timesteps // self.steps_per_update)
+
+    def static_config(self) -> StaticConfig:
+        return StaticConfig(
+            env_id=self.env,
+            num_envs=self.num_envs,
+            num_steps=self.num_steps,
+            num_minibatches=self.num_minibatches,
+            update_epochs=self.update_epochs,
+            hidden_sizes=tuple(self.hidden_sizes),
+            activation=self.activation,
+        )
+
+    def dynamic_hparams(self) -> DynamicHParams:
+        return DynamicHParams.create(
+            lr=self.lr,
+            gamma=self.gamma,
+            gae_lambda=self.gae_lambda,
+            clip_eps=self.clip_eps,
+            ent_coef=self.ent_coef,
+            vf_coef=self.vf_coef,
+            max_grad_norm=self.max_grad_norm,
+            anneal_lr=1.0 if self.anneal_lr else 0.0,
+            anneal_updates=float(self.total_updates),
+        )
+
+    def to_toml_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["hidden_sizes"] = list(self.hidden_sizes)
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyInfo:
+    meaning: str
+    dynamic: bool = False  # editable while training runs
+
+
+# Documentation of every key; README's config reference is generated from the same text.
+KEYS: dict[str, KeyInfo] = {
+    "env": KeyInfo("gymnax environment id (`rltui envs` lists them)"),
+    "algo": KeyInfo("training algorithm: " + ", ".join(ALGOS)),
+    "seed": KeyInfo("random seed: same seed, same machine, same metrics"),
+    "total_timesteps": KeyInfo("environment steps to train for (rounded down to whole updates)"),
+    "num_envs": KeyInfo("parallel environments (split evenly across devices)"),
+    "num_steps": KeyInfo("steps per environment in each rollout"),
+    "num_minibatches": KeyInfo("minibatches per epoch; must divide num_steps"),
+    "update_epochs": KeyInfo("passes over each rollout"),
+    "hidden_sizes": KeyInfo("hidden layer widths of the policy and value MLPs"),
+    "activation": KeyInfo("hidden activation: " + ", ".join(ACTIVATIONS)),
+    "lr": KeyInfo("Adam learning rate (start value when annealed)", dynamic=True),
+    "anneal_lr": KeyInfo("decay the learning rate linearly to 0 over the run"),
+    "gamma": KeyInfo("discount factor", dynamic=True),
+    "gae_lambda": KeyInfo("GAE lambda", dynamic=True),
+    "clip_eps": KeyInfo("PPO clip range for the policy ratio and the value", dynamic=True),
+    "ent_coef": KeyInfo("entropy bonus coefficient", dynamic=True),
+    "vf_coef": KeyInfo("value loss coefficient", dynamic=True),
+    "max_grad_norm": KeyInfo("global gradient norm clip", dynamic=True),
+    "devices": KeyInfo("devices to split environments over; 0 = automatic"),
+    "chunk_seconds": KeyInfo("target wall time of one chunk of updates (latency of pause/edit)"),
+}
+
+_FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
+_INT_RANGES = {
+    "seed": (0, None),
+    "total_timesteps": (1, None),
+    "num_envs": (1, None),
+    "num_steps": (1, None),
+    "num_minibatches": (1, None),
+    "update_epochs": (1, None),
+    "devices": (0, None),
+}
+
+
+def _expect(key: str, allowed: str, value: Any) -> ConfigError:
+    return ConfigError(f"{key}: expected {allowed}, got {value!r}")
+
+
+def _coerce(key: str, value: Any) -> Any:
+    default = getattr(RunConfig, key) if key != "hidden_sizes" else (64, 64)
+    if key == "hidden_sizes":
+        if isinstance(value, str):
+            value = [v.strip() for v in value.strip("[]() ").split(",") if v.strip()]
+            try:
+                value = [int(v) for v in value]
+            except ValueError:
+                raise _expect(key, "a list of positive integers, like [64, 64]", value) from None
+        if not isinstance(value, (list, tuple)) or not value or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value
+        ):
+            raise _expect(key, "a list of positive integers, like [64, 64]", value)
+        return tuple(value)
+    if isinstance(default, bool):
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        if not isinstance(value, bool):
+            raise _expect(key, "true or false", value)
+        return value
+    if isinstance(default, int):
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value = int(value)  # allows 2e6
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _expect(key, "an integer", value)
+        low, high = _INT_RANGES.get(key, (None, None))
+        if low is not None and value < low:
+            raise _expect(key, f"an integer >= {low}", value)
+        return value
+    if isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _expect(key, "a number", value)
+        value = float(value)
+        if key in DynamicHParams._fields:
+            try:
+                validate_hparam(key, value)
+            except HParamError as err:
+                raise ConfigError(str(err)) from None
+        elif key == "chunk_seconds" and not (0.01 <= value <= 60):
+            raise _expect(key, "a number of seconds in [0.01, 60]", value)
+        return value
+    if not isinstance(value, str):
+        raise _expect(key, "a string", value)
+    if key == "env" and value not in SUPPORTED_ENVS:
+        raise ConfigError(f"env: unknown environment {value!r}; run `rltui envs` to list the supported ones")
+    if key == "algo" and value not in ALGOS:
+        raise _expect(key, "one of " + ", ".join(ALGOS), value)
+    if key == "activation" and value not in ACTIVATIONS:
+        raise _expect(key, "one of " + ", ".join(ACTIVATIONS), value)
+    return value
+
+
+def parse_set_value(text: str) -> Any:
+    """Read a `--set` value as a TOML value (numbers, booleans, arrays, quoted strings);
+    anything that is not valid TOML is taken as a bare string (e.g. Acrobot-v1)."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set: expected key=value, got {item!r}")
+        out[key] = parse_set_value(text.strip())
+    return out
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"--config: no such file: {path}") from None
+    except OSError as err:
+        raise ConfigError(f"--config: cannot read {path}: {err.strerror}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"--config: {path} is not valid TOML: {err}") from None
+
+
+def build_config(file_values: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] | None = None) -> RunConfig:
+    merged: dict[str, Any] = {}
+    for source in (file_values or {}, overrides or {}):
+        for key, value in source.items():
+            if key not in _FIELDS:
+                if isinstance(value, dict):
+                    raise ConfigError(f"{key}: tables are not supported; keys are flat (e.g. lr = 3e-4)")
+                raise ConfigError(f"{key}: unknown key; known keys: {', '.join(_FIELDS)}")
+            merged[key] = _coerce(key, value)
+    config = RunConfig(**merged)
+    if config.num_steps % config.num_minibatches:
+        raise ConfigError(
+            f"num_minibatches: must divide num_steps ({config.num_steps}), got {config.num_minibatches}"
+        )
+    return config
+
+
+def check_devices(config: RunConfig, num_devices: int) -> None:
+    if config.num_envs % num_devices:
+        raise ConfigError(
+            f"num_envs: {config.num_envs} environments cannot be split evenly over {num_devices} devices; "
+            f"use a multiple of {num_devices}, or set devices"
+        )
+
+
+def dump_toml(config: RunConfig) -> str:
+    import tomli_w
+
+    return tomli_w.dumps(config.to_toml_dict())

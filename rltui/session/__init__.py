@@ -1,0 +1,22 @@
+"""The training session: one thread running a trainer, driven by commands, reporting
+immutable snapshots. Never imports textual."""
+
+from rltui.session.commands import Pause, Resume, SaveCheckpoint, SetHParams, Stop
+from rltui.session.controller import SessionListener, TrainingSession, validate_changes
+from rltui.session.events import SessionEvent, SessionState
+from rltui.session.metrics import MetricsSnapshot, UpdateRecord
+
+__all__ = [
+    "MetricsSnapshot",
+    "Pause",
+    "Resume",
+    "SaveCheckpoint",
+    "SessionEvent",
+    "SessionListener",
+    "SessionState",
+    "SetHParams",
+    "Stop",
+    "TrainingSession",
+    "UpdateRecord",
+    "validate_changes",
+]

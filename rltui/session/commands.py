@@ -1,0 +1,38 @@
+"""Commands a client sends to a `TrainingSession`; applied in order at chunk boundaries."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import MappingProxyType
+from typing import Mapping
+
+
+@dataclasses.dataclass(frozen=True)
+class Pause:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Resume:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class SetHParams:
+    changes: Mapping[str, float]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "changes", MappingProxyType(dict(self.changes)))
+
+
+@dataclasses.dataclass(frozen=True)
+class SaveCheckpoint:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Stop:
+    pass
+
+
+Command = Pause | Resume | SetHParams | SaveCheckpoint | Stop

@@ -1,0 +1,256 @@
+"""`TrainingSession`: the training thread, its command queue, state machine and host loop.
+
+It knows nothing of terminals or widgets: clients (the dashboard, the headless runner)
+send commands with `submit` and receive immutable snapshots through listeners, which are
+called on the session thread.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+import traceback
+from typing import Callable
+
+from trainers.hparams import EDITABLE_HPARAMS, DynamicHParams, HParamError, validate_hparam
+
+from rltui.session.backend import TrainingBackend
+from rltui.session.commands import Command, Pause, Resume, SaveCheckpoint, SetHParams, Stop
+from rltui.session.events import SessionEvent, SessionState
+from rltui.session.metrics import TRAINER_METRICS, MetricsSnapshot, MetricsStore, UpdateRecord
+
+# Metrics whose non-finite value means training has diverged (episode_return may be NaN
+# simply because no episode finished).
+_GUARDED = ("policy_loss", "value_loss", "entropy", "grad_norm")
+
+
+class SessionListener:
+    """Override what you need. Called on the session thread: return quickly, copy nothing
+    mutable (snapshots are already immutable)."""
+
+    def on_state(self, state: SessionState, message: str | None) -> None:
+        pass
+
+    def on_metrics(self, snapshot: MetricsSnapshot) -> None:
+        pass
+
+    def on_event(self, event: SessionEvent) -> None:
+        pass
+
+
+def validate_changes(changes: dict[str, object]) -> dict[str, float]:
+    """Check a hyperparameter edit; raise HParamError naming the first bad field."""
+    out = {}
+    for name, value in changes.items():
+        if name not in EDITABLE_HPARAMS:
+            raise HParamError(f"{name}: not editable while training; editable: {', '.join(EDITABLE_HPARAMS)}")
+        out[name] = validate_hparam(name, value)
+    return out
+
+
+class TrainingSession:
+    def __init__(
+        self,
+        backend: TrainingBackend,
+        hparams: DynamicHParams,
+        total_updates: int,
+        *,
+        chunk_seconds: float = 0.3,
+        history: int = 4096,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.backend = backend
+        self.total_updates = total_updates
+        self.chunk_seconds = chunk_seconds
+        self._hparams = hparams
+        self._clock = clock
+        self._commands: queue.Queue[Command] = queue.Queue()
+        self._listeners: list[SessionListener] = []
+        self._store = MetricsStore(history)
+        self._thread = threading.Thread(target=self._main, name="rltui-training", daemon=True)
+        self._state = SessionState.IDLE
+        self._state_lock = threading.Lock()
+        self._updates_done = 0
+        self._chunk_size = 1
+        self._last_sps = 0.0
+        self._t0 = clock()
+        self.error: str | None = None
+        self.nonfinite = False
+        self.stopped_early = False
+
+    # --- client API (any thread) -------------------------------------------------------
+    def add_listener(self, listener: SessionListener) -> None:
+        self._listeners.append(listener)
+
+    def start(self) -> None:
+        self._t0 = self._clock()
+        self._thread.start()
+
+    def submit(self, command: Command) -> None:
+        """Queue a command; it takes effect at the next chunk boundary. Never blocks."""
+        self._commands.put(command)
+
+    def stop(self) -> None:
+        self.submit(Stop())
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread; True once it has ended."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def state(self) -> SessionState:
+        with self._state_lock:
+            return self._state
+
+    @property
+    def hparams(self) -> DynamicHParams:
+        return self._hparams
+
+    @property
+    def updates_done(self) -> int:
+        return self._updates_done
+
+    @property
+    def env_steps(self) -> int:
+        return self._updates_done * self.backend.steps_per_update
+
+    # --- the session thread ----------------------------------------------------------------
+    def _elapsed(self) -> float:
+        return self._clock() - self._t0
+
+    def _main(self) -> None:
+        try:
+            self._set_state(SessionState.COMPILING)
+            started = self._clock()
+            self.backend.build(self._hparams)
+            self._event("compiled", f"compiled in {self._clock() - started:.1f} s", seconds=self._clock() - started)
+            self._set_state(SessionState.RUNNING)
+            self._loop()
+            if self.stopped_early:
+                self._event("finished", f"stopped at update {self._updates_done}")
+            else:
+                self._event("finished", f"finished {self._updates_done} updates")
+            self._set_state(SessionState.FINISHED)
+        except Exception as exc:  # noqa: BLE001 - any trainer failure becomes the ERROR state
+            self.error = f"{type(exc).__name__}: {exc}"
+            self._report_error(exc)
+
+    def _report_error(self, exc: BaseException) -> None:
+        try:
+            self._event("error", self.error or str(exc), traceback="".join(traceback.format_exception(exc))[-4000:])
+        finally:
+            self._set_state(SessionState.ERROR, self.error)
+
+    def _loop(self) -> None:
+        while self._updates_done < self.total_updates:
+            if not self._apply_commands():
+                self.stopped_early = True
+                return
+            count = min(self._chunk_size, self.total_updates - self._updates_done, self.backend.max_chunk_updates)
+            started = self._clock()
+            rows = self.backend.run_chunk(count, self._hparams)
+            seconds = max(self._clock() - started, 1e-9)
+            self._record(rows, started, seconds)
+            self._chunk_size = self._next_chunk_size(len(rows) or count, seconds)
+            if self._diverged(rows):
+                self.nonfinite = True
+                self._event("nonfinite", "non-finite loss or gradient: training paused")
+                self._set_state(SessionState.PAUSED, "non-finite loss or gradient")
+
+    def _next_chunk_size(self, count: int, seconds: float) -> int:
+        """Size chunks from measured time so that one takes about `chunk_seconds`; grow at
+        most 8x per chunk so a noisy first measurement cannot overshoot far."""
+        per_update = seconds / count
+        target = int(self.chunk_seconds / per_update)
+        return max(1, min(target, count * 8, self.backend.max_chunk_updates))
+
+    def _diverged(self, rows: list[dict[str, float]]) -> bool:
+        return any(not math.isfinite(row.get(name, 0.0)) for row in rows for name in _GUARDED)
+
+    def _apply_commands(self) -> bool:
+        """Apply queued commands in order; block while paused. False means stop."""
+        while True:
+            paused = self.state is SessionState.PAUSED
+            try:
+                command = self._commands.get(block=paused)
+            except queue.Empty:
+                return True
+            if isinstance(command, Stop):
+                self._set_state(SessionState.STOPPING)
+                self._event("stopping", f"stop requested at update {self._updates_done}")
+                return False
+            if isinstance(command, Pause) and not paused:
+                self._set_state(SessionState.PAUSED)
+                self._event("paused", f"paused at update {self._updates_done}")
+            elif isinstance(command, Resume) and paused:
+                self.nonfinite = False
+                self._set_state(SessionState.RUNNING)
+                self._event("resumed", f"resumed at update {self._updates_done}")
+            elif isinstance(command, SetHParams):
+                self._apply_hparams(dict(command.changes))
+            elif isinstance(command, SaveCheckpoint):
+                self._event("warning", "checkpoints are not available in this version")
+
+    def _apply_hparams(self, changes: dict[str, object]) -> None:
+        try:
+            values = validate_changes(changes)
+        except HParamError as err:
+            self._event("warning", f"edit refused: {err}")
+            return
+        old = self._hparams.as_floats()
+        self._hparams = self._hparams.with_updates(values)
+        text = ", ".join(f"{k} {old[k]:.6g} -> {v:.6g}" for k, v in values.items())
+        self._event("hparams", f"set {text}", changes=values, previous={k: old[k] for k in values})
+
+    def _record(self, rows: list[dict[str, float]], started: float, seconds: float) -> None:
+        steps_per_update = self.backend.steps_per_update
+        sps = len(rows) * steps_per_update / seconds
+        self._last_sps = sps
+        begin = started - self._t0
+        records = []
+        for i, row in enumerate(rows):
+            self._updates_done += 1
+            records.append(
+                UpdateRecord(
+                    update=self._updates_done,
+                    env_steps=self._updates_done * steps_per_update,
+                    # interpolated within the chunk: the host only sees chunk boundaries
+                    wall_time=begin + seconds * (i + 1) / len(rows),
+                    sps=sps,
+                    values={name: float(row.get(name, math.nan)) for name in TRAINER_METRICS},
+                )
+            )
+        self._store.extend(records)
+        self._publish(tuple(records))
+
+    def _publish(self, new_records: tuple[UpdateRecord, ...] = ()) -> None:
+        history, steps = self._store.history()
+        snapshot = MetricsSnapshot(
+            state=self.state,
+            update=self._updates_done,
+            total_updates=self.total_updates,
+            env_steps=self.env_steps,
+            total_env_steps=self.total_updates * self.backend.steps_per_update,
+            elapsed=self._elapsed(),
+            sps=self._last_sps,
+            hparams=self._hparams.as_floats(),
+            new_records=new_records,
+            history=history,
+            history_env_steps=steps,
+        )
+        for listener in self._listeners:
+            listener.on_metrics(snapshot)
+
+    def _set_state(self, state: SessionState, message: str | None = None) -> None:
+        with self._state_lock:
+            self._state = state
+        for listener in self._listeners:
+            listener.on_state(state, message)
+
+    def _event(self, kind: str, message: str, **data) -> None:
+        event = SessionEvent(kind=kind, update=self._updates_done, message=message, wall_time=self._elapsed(), data=data)
+        for listener in self._listeners:
+            listener.on_event(event)

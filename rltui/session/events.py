@@ -1,0 +1,45 @@
+"""Session states and the events a session reports to its listeners."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from types import MappingProxyType
+from typing import Any, Mapping
+
+
+class SessionState(str, enum.Enum):
+    IDLE = "idle"
+    COMPILING = "compiling"
+    RUNNING = "running"
+    PAUSED = "paused"
+    STOPPING = "stopping"
+    FINISHED = "finished"
+    ERROR = "error"
+
+    @property
+    def is_final(self) -> bool:
+        return self in (SessionState.FINISHED, SessionState.ERROR)
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionEvent:
+    """Something worth a line in the events log: an edit, a pause, an error..."""
+
+    kind: str  # compiled, hparams, paused, resumed, stopping, finished, error, nonfinite, warning
+    update: int  # updates completed when it happened
+    message: str
+    wall_time: float  # seconds since the session started
+    data: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "data", MappingProxyType(dict(self.data)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "update": self.update,
+            "wall_time": round(self.wall_time, 4),
+            "message": self.message,
+            **({"data": dict(self.data)} if self.data else {}),
+        }

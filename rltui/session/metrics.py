@@ -1,0 +1,113 @@
+"""Per-update metric records, ring buffers of recent history, and immutable snapshots."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+import threading
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from rltui.session.events import SessionState
+
+# Metrics the trainer reports for each update, in display order.
+TRAINER_METRICS = (
+    "episode_return",
+    "episode_length",
+    "episodes",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_frac",
+    "grad_norm",
+    "lr",
+)
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateRecord:
+    """One update, as written to metrics.jsonl. `episode_return` is None when no episode
+    finished during the update."""
+
+    update: int  # 1-based: updates completed after this one
+    env_steps: int
+    wall_time: float  # seconds since the run started
+    sps: float
+    values: Mapping[str, float]  # TRAINER_METRICS -> float (NaN where undefined)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values", MappingProxyType(dict(self.values)))
+
+    def get(self, name: str) -> float:
+        return self.values.get(name, math.nan)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "update": self.update,
+            "env_steps": self.env_steps,
+            "wall_time": round(self.wall_time, 4),
+            "sps": round(self.sps, 1),
+        }
+        for name in TRAINER_METRICS:
+            value = self.values.get(name, math.nan)
+            out[name] = _finite_or_none(float(value))
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricsSnapshot:
+    """What listeners see after each chunk: plain immutable data, safe to keep and share."""
+
+    state: SessionState
+    update: int
+    total_updates: int
+    env_steps: int
+    total_env_steps: int
+    elapsed: float
+    sps: float
+    hparams: Mapping[str, float]
+    new_records: tuple[UpdateRecord, ...]
+    history: Mapping[str, tuple[float, ...]]  # recent values per metric, oldest first
+    history_env_steps: tuple[int, ...]
+
+    @property
+    def latest_return(self) -> float | None:
+        """Mean return of the most recent update in which an episode finished."""
+        values = self.history.get("episode_return", ())
+        for value in reversed(values):
+            if math.isfinite(value):
+                return value
+        return None
+
+    @property
+    def eta_seconds(self) -> float | None:
+        if self.sps <= 0:
+            return None
+        return max(0.0, (self.total_env_steps - self.env_steps) / self.sps)
+
+
+class MetricsStore:
+    """Ring buffers of recent metrics behind a lock; hands out immutable snapshots."""
+
+    def __init__(self, capacity: int = 4096):
+        self._lock = threading.Lock()
+        self._steps: collections.deque[int] = collections.deque(maxlen=capacity)
+        self._series = {name: collections.deque(maxlen=capacity) for name in (*TRAINER_METRICS, "sps")}
+
+    def extend(self, records: list[UpdateRecord]) -> None:
+        with self._lock:
+            for record in records:
+                self._steps.append(record.env_steps)
+                for name, series in self._series.items():
+                    series.append(record.sps if name == "sps" else float(record.get(name)))
+
+    def history(self) -> tuple[Mapping[str, tuple[float, ...]], tuple[int, ...]]:
+        with self._lock:
+            series = {name: tuple(values) for name, values in self._series.items()}
+            return MappingProxyType(series), tuple(self._steps)

@@ -1,0 +1,1 @@
+"""Dashboard themes (TOML files), shipped inside the package as rltui.themes."""
