@@ -136,7 +136,7 @@ class PPO:
         aux = jax.lax.pmean(aux, AXIS)
         updates, opt_state = self.optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
-        return (params, opt_state), LossInfo(*aux, grad_norm=optax.global_norm(grads))
+        return (params, opt_state), LossInfo(*aux, grad_norm=optax.tree.norm(grads))
 
     def _epoch(self, carry, key, *, batch: Batch, hp: DynamicHParams):
         # Minibatches are sets of time steps across all envs. The permutation key is the same

@@ -1,0 +1,56 @@
+"""Shared test utilities."""
+
+from __future__ import annotations
+
+import contextlib
+
+import jax
+import jax.monitoring
+
+from trainers.hparams import DynamicHParams, StaticConfig
+from trainers.parallel import DataParallel
+from trainers.ppo import make_trainer
+
+TINY = dict(num_envs=2, num_steps=8, num_minibatches=2, update_epochs=1, hidden_sizes=(16,), max_chunk_updates=8)
+
+
+class CompileCounter:
+    """Counts XLA backend compilations while active."""
+
+    def __init__(self):
+        self.count = 0
+
+    def _listener(self, event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            self.count += 1
+
+
+@contextlib.contextmanager
+def count_compiles():
+    counter = CompileCounter()
+    jax.monitoring.register_event_duration_secs_listener(counter._listener)
+    try:
+        yield counter
+    finally:
+        jax.monitoring.unregister_event_duration_listener(counter._listener)
+
+
+_PARALLEL_CACHE: dict = {}
+
+
+def build(static: StaticConfig, seed: int = 0, hp: DynamicHParams | None = None, devices=None, fresh: bool = False):
+    """A DataParallel trainer and its initial state. Trainers are cached per static config
+    (compiling is the slow part of these tests) unless `fresh`."""
+    devices = devices if devices is not None else jax.local_devices()[:1]
+    hp = hp or DynamicHParams.create(anneal_updates=100)
+    key = (static, tuple(devices))
+    if fresh or key not in _PARALLEL_CACHE:
+        _PARALLEL_CACHE[key] = DataParallel(make_trainer(static, len(devices)), devices)
+    parallel = _PARALLEL_CACHE[key]
+    return parallel, parallel.init(jax.random.PRNGKey(seed), hp), hp
+
+
+def host_metrics(metrics):
+    host = jax.device_get(metrics)
+    n = int(host.num_updates)
+    return {k: v[:n] for k, v in vars(host.per_update).items()}

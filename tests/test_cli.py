@@ -1,0 +1,461 @@
+"""The `rltui` command, run as a user would: `python -m rltui ...` in a fresh directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from rltui.config import KEYS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parents[1]
+
+# A tiny CartPole run: 4 envs x 64 steps = 256 env steps per update.
+TINY = ["--set", "num_envs=4", "--set", "num_steps=64", "--set", "num_minibatches=2", "--set", "update_epochs=1"]
+TINY_STEPS = 256
+METRIC_FIELDS = (
+    "update", "env_steps", "wall_time", "episode_return", "sps", "policy_loss", "value_loss",
+    "entropy", "approx_kl", "clip_frac", "grad_norm", "lr",
+)
+
+
+def cli_env(cache: Path | None = None, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("XLA_FLAGS", "COLUMNS", "LINES", "FORCE_COLOR", "TTY_INTERACTIVE", "TTY_COMPATIBLE", "JAX_ENABLE_X64"):
+        env.pop(name, None)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["JAX_PLATFORMS"] = "cpu"
+    if cache is not None:
+        env["XDG_CACHE_HOME"] = str(cache)
+    env.update(extra)
+    return env
+
+
+def rltui(args, cwd: Path, *, cache: Path | None = None, timeout: float = 60, **env) -> subprocess.CompletedProcess:
+    if cache is None:
+        cache = cwd / ".cache-unused"
+    return subprocess.run(
+        [sys.executable, "-m", "rltui", *args],
+        cwd=cwd, env=cli_env(cache, **env), capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def python(code: str, cwd: Path, *, cache: Path | None = None, timeout: float = 60, args=()) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        cwd=cwd, env=cli_env(cache or cwd / ".cache-unused"), capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory) -> Path:
+    """One JAX compilation cache for the real runs after the first: same shapes, so later
+    runs skip most of the compile."""
+    return tmp_path_factory.mktemp("xdg-cache")
+
+
+# --- bad input: one line, exit 2, nothing created ---------------------------------------
+
+BAD_INPUTS = [
+    pytest.param(["--set", "learning_rate=3e-4"], "learning_rate", id="unknown-key"),
+    pytest.param(["--set", "num_envs=four"], "num_envs", id="wrong-type-int"),
+    pytest.param(["--set", "lr=fast"], "lr", id="wrong-type-float"),
+    pytest.param(["--set", "anneal_lr=3"], "anneal_lr", id="wrong-type-bool"),
+    pytest.param(["--set", "lr=0"], "lr", id="out-of-range-lr"),
+    pytest.param(["--set", "gamma=1.5"], "gamma", id="out-of-range-gamma"),
+    pytest.param(["--set", "num_envs=0"], "num_envs", id="out-of-range-num-envs"),
+    pytest.param(["--set", "env=CartPole-v9"], "env", id="unknown-env"),
+    pytest.param(["--set", "num_minibatches=3"], "num_minibatches", id="minibatches-not-dividing"),
+    pytest.param(["--set", "lr"], "--set", id="set-without-equals"),
+    pytest.param(["--config", "bad.toml"], "--config", id="malformed-toml"),
+    pytest.param(["--config", "missing.toml"], "--config", id="missing-config"),
+    pytest.param(["--config", "table.toml"], "ppo", id="toml-table"),
+    pytest.param(["--set", "devices=2", "--set", "num_envs=3"], "num_envs", id="envs-not-divisible-by-devices"),
+    # On CPU `devices` > 1 asks XLA for that many host devices, so 64 of them exist and
+    # the default 4 environments cannot be split over them.
+    pytest.param(["--set", "devices=64"], "num_envs", id="devices-64"),
+]
+
+
+@pytest.mark.parametrize("args,field", BAD_INPUTS)
+def test_bad_input_is_one_line_exit_2(tmp_path, args, field):
+    (tmp_path / "bad.toml").write_text('lr = 3e-4\nenv = "CartPole-v1"\nnum_envs = = 4\n', encoding="utf-8")
+    (tmp_path / "table.toml").write_text("[ppo]\nlr = 3e-4\n", encoding="utf-8")
+    result = rltui(["launch", "--no-ui", *args], tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"rltui: error: {field}:"), lines[0]
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not (tmp_path / "runs").exists()
+    if args[-1] == "bad.toml":
+        assert "line 3" in lines[0]
+    if args[-1] == "missing.toml":
+        assert "missing.toml" in lines[0]
+
+
+def test_more_devices_than_available(tmp_path):
+    """With the host device count fixed by the user, asking for more is refused."""
+    result = rltui(
+        ["launch", "--no-ui", "--set", "devices=64"], tmp_path,
+        XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("rltui: error: devices:"), lines[0]
+    assert "64" in lines[0] and "2" in lines[0]
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_bad_input_is_rejected_before_jax_is_imported(tmp_path):
+    result = python(
+        """
+        import sys
+        from rltui.cli import main
+        rc = main(["launch", "--no-ui", "--set", "lr=0"])
+        print("RC", rc, "JAX", "jax" in sys.modules)
+        """,
+        tmp_path,
+    )
+    assert "RC 2 JAX False" in result.stdout, result.stdout + result.stderr
+
+
+# --- help and envs ------------------------------------------------------------------------
+
+
+def test_top_level_help(tmp_path):
+    result = rltui(["--help"], tmp_path, timeout=30)
+    assert result.returncode == 0
+    assert "launch" in result.stdout and "envs" in result.stdout
+    assert "usage: rltui" in result.stdout
+
+
+def test_launch_help_mentions_every_option_and_key(tmp_path):
+    result = rltui(["launch", "--help"], tmp_path, timeout=30)
+    assert result.returncode == 0
+    text = result.stdout
+    for option in ("--no-ui", "--config", "--set", "--run-dir", "--name", "--no-compile-cache"):
+        assert option in text, option
+    for key, info in KEYS.items():
+        label = key + ("*" if info.dynamic else "")
+        assert f"  {label} " in text, key
+    assert not (tmp_path / "runs").exists()
+
+
+def test_no_command_prints_help_and_exits_2(tmp_path):
+    result = rltui([], tmp_path, timeout=30)
+    assert result.returncode == 2
+    assert "launch" in result.stdout
+
+
+def test_envs_lists_environments(tmp_path):
+    result = rltui(["envs"], tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line for line in result.stdout.splitlines()[1:] if line.strip()}
+    cartpole = rows["CartPole-v1"].split()
+    assert cartpole[1] == "4"
+    assert "discrete" in rows["CartPole-v1"] and "(2)" in rows["CartPole-v1"]
+    assert "continuous" in rows["Pendulum-v1"]
+    assert rows["Pendulum-v1"].split()[1] == "3"
+    assert "Acrobot-v1" in rows
+
+
+# --- a tiny real run ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("tiny")
+    run_dir = cwd / "run"
+    started = time.monotonic()
+    result = rltui(
+        ["launch", "--no-ui", "--run-dir", str(run_dir), "--no-compile-cache", "--set", "total_timesteps=4096", *TINY],
+        cwd, timeout=400,
+    )
+    return cwd, run_dir, result, time.monotonic() - started
+
+
+def test_tiny_run_succeeds(tiny_run):
+    cwd, run_dir, result, _ = tiny_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert "Finished after 16 updates" in result.stderr
+    # (joined: wrapping of long paths has its own test below)
+    assert "Run files" in result.stderr and str(run_dir) in result.stderr.replace("\n", "")
+    assert sorted(p.name for p in run_dir.iterdir()) == ["config.toml", "events.jsonl", "metrics.jsonl"]
+    assert not (cwd / "runs").exists()
+
+
+def test_tiny_run_config_toml(tiny_run):
+    _, run_dir, result, _ = tiny_run
+    config = tomllib.loads((run_dir / "config.toml").read_text(encoding="utf-8"))
+    assert config["env"] == "CartPole-v1"
+    assert config["total_timesteps"] == 4096
+    assert config["num_envs"] == 4 and config["num_steps"] == 64
+    assert config["num_minibatches"] == 2 and config["update_epochs"] == 1
+    assert set(config) == set(KEYS)
+
+
+def test_tiny_run_metrics_jsonl(tiny_run):
+    _, run_dir, result, _ = tiny_run
+    records = read_jsonl(run_dir / "metrics.jsonl")
+    assert len(records) == 4096 // TINY_STEPS == 16
+    assert [r["update"] for r in records] == list(range(1, 17))
+    for r in records:
+        missing = [f for f in METRIC_FIELDS if f not in r]
+        assert not missing, missing
+        assert r["env_steps"] == r["update"] * TINY_STEPS
+        assert r["episode_return"] is None or isinstance(r["episode_return"], (int, float))
+        for name in ("sps", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac", "grad_norm", "lr"):
+            assert isinstance(r[name], (int, float)), (name, r[name])
+        assert r["sps"] > 0 and r["value_loss"] >= 0 and r["entropy"] >= 0 and r["grad_norm"] >= 0
+        assert 0 <= r["clip_frac"] <= 1
+    walls = [r["wall_time"] for r in records]
+    assert walls[0] > 0
+    assert all(b >= a for a, b in zip(walls, walls[1:])), walls
+    # anneal_lr defaults on: the learning rate starts at lr and goes down
+    lrs = [r["lr"] for r in records]
+    assert lrs[0] == pytest.approx(2.5e-4, rel=1e-5)
+    assert all(b < a for a, b in zip(lrs, lrs[1:]))
+    # CartPole gives +1 per step: some episode finished, returns are positive
+    returns = [r["episode_return"] for r in records if r["episode_return"] is not None]
+    assert returns and all(v > 0 for v in returns)
+
+
+def test_tiny_run_events_jsonl(tiny_run):
+    _, run_dir, result, _ = tiny_run
+    events = read_jsonl(run_dir / "events.jsonl")
+    kinds = [e["kind"] for e in events]
+    assert kinds[0] == "compiled" and kinds[-1] == "finished", kinds
+    assert "error" not in kinds and "nonfinite" not in kinds
+    assert events[-1]["update"] == 16
+    assert "16" in events[-1]["message"]
+
+
+def test_tiny_run_event_lines_show_update_index(tiny_run):
+    """Headless prints event lines as '[update N] message'."""
+    _, run_dir, result, _ = tiny_run
+    compiled = [line for line in result.stderr.splitlines() if "compiled in" in line]
+    assert compiled, result.stderr
+    assert compiled[0].lstrip().startswith("[update 0] compiled in"), compiled[0]
+
+
+def test_second_run_into_same_dir_is_refused(tiny_run):
+    cwd, run_dir, first, _ = tiny_run
+    assert first.returncode == 0
+    metrics_before = (run_dir / "metrics.jsonl").read_bytes()
+    config_before = (run_dir / "config.toml").read_bytes()
+    result = rltui(
+        ["launch", "--no-ui", "--run-dir", str(run_dir), "--no-compile-cache", "--set", "total_timesteps=512", *TINY],
+        cwd, timeout=120,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rltui: error: --run-dir:"), result.stderr
+    assert str(run_dir) in lines[0]
+    assert (run_dir / "metrics.jsonl").read_bytes() == metrics_before
+    assert (run_dir / "config.toml").read_bytes() == config_before
+
+
+# --- the headless path does not import the dashboard -------------------------------------
+
+_GUARD = """
+import sys
+
+class Guard:
+    attempts = []
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("textual", "plotext"):
+            Guard.attempts.append(name)
+        return None
+
+sys.meta_path.insert(0, Guard())
+
+def leaked():
+    return sorted({*Guard.attempts, *(m for m in sys.modules if m.split(".")[0] in ("textual", "plotext"))})
+"""
+
+
+def test_session_and_trainers_do_not_import_dashboard(tmp_path):
+    result = python(
+        _GUARD + """
+import trainers, rltui.session, rltui.session.recorder, rltui.headless
+print("LEAKED", leaked())
+""",
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "LEAKED []" in result.stdout, result.stdout + result.stderr
+
+
+def test_headless_run_does_not_import_dashboard(tmp_path, shared_cache):
+    run_dir = tmp_path / "run"
+    result = python(
+        _GUARD + """
+from rltui.cli import main
+rc = main(sys.argv[1:])
+print("RC", rc)
+print("LEAKED", leaked())
+""",
+        tmp_path, cache=shared_cache, timeout=400,
+        args=["launch", "--no-ui", "--run-dir", str(run_dir), "--set", "total_timesteps=512", *TINY],
+    )
+    assert "RC 0" in result.stdout, result.stdout + result.stderr[-3000:]
+    assert "LEAKED []" in result.stdout, result.stdout
+    assert len(read_jsonl(run_dir / "metrics.jsonl")) == 2
+
+
+# --- signals -----------------------------------------------------------------------------
+
+
+def _start_long_run(cwd: Path, cache: Path, extra=()) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "rltui", "launch", "--no-ui", *extra, "--set", "total_timesteps=2e6", *TINY],
+        cwd=cwd, env=cli_env(cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def _wait_for_metrics(proc: subprocess.Popen, path: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text(encoding="utf-8").strip():
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"run ended early with {proc.returncode}: {proc.communicate()[1][-3000:]}")
+        time.sleep(0.2)
+    pytest.fail("no metrics within timeout")
+
+
+def _stop_with(sig: int, tmp_path: Path, cache: Path, extra, run_dir: Path):
+    proc = _start_long_run(tmp_path, cache, extra)
+    try:
+        _wait_for_metrics(proc, run_dir / "metrics.jsonl")
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc.returncode, stderr
+
+
+def _assert_stopped_early(run_dir: Path, stderr: str) -> None:
+    total = 2_000_000 // TINY_STEPS
+    records = read_jsonl(run_dir / "metrics.jsonl")
+    assert 1 <= len(records) < total
+    assert [r["update"] for r in records] == list(range(1, len(records) + 1))
+    events = read_jsonl(run_dir / "events.jsonl")
+    kinds = [e["kind"] for e in events]
+    assert "stopping" in kinds and kinds[-1] == "finished", (kinds, stderr[-3000:])
+    assert events[-1]["update"] == len(records)
+    assert f"Stopped after {len(records)} updates" in stderr, stderr[-2000:]
+    assert "Traceback" not in stderr
+
+
+def test_sigterm_stops_cleanly(tmp_path, shared_cache):
+    run_dir = tmp_path / "run"
+    code, stderr = _stop_with(signal.SIGTERM, tmp_path, shared_cache, ["--run-dir", str(run_dir)], run_dir)
+    assert code == 0, stderr[-3000:]
+    _assert_stopped_early(run_dir, stderr)
+    assert str(run_dir) in stderr.replace("\n", "")
+
+
+def test_sigint_stops_cleanly(tmp_path, shared_cache):
+    run_dir = tmp_path / "runs" / "ctrlc"
+    code, stderr = _stop_with(signal.SIGINT, tmp_path, shared_cache, ["--name", "ctrlc"], run_dir)
+    assert code == 0, stderr[-3000:]
+    assert "Stopped" in stderr
+    assert "next chunk boundary" in stderr
+    assert "Traceback" not in stderr, stderr[-3000:]
+    _assert_stopped_early(run_dir, stderr)
+    assert "runs/ctrlc" in stderr
+
+
+# --- the headless report, driven by a fake trainer (no JAX) -------------------------------
+
+_FAKE_HEADLESS = """
+import math, sys
+from pathlib import Path
+from rltui.headless import run_headless
+from rltui.session import TrainingSession
+from rltui.session.metrics import TRAINER_METRICS
+from trainers.hparams import DynamicHParams
+
+class Fake:
+    steps_per_update = 8
+    max_chunk_updates = 4
+    def __init__(self, mode):
+        self.mode, self.done = mode, 0
+    def build(self, hp):
+        pass
+    def run_chunk(self, n, hp):
+        rows = []
+        for _ in range(n):
+            self.done += 1
+            if self.mode == "error" and self.done == 3:
+                raise ValueError("observation [obs] is not finite")
+            row = {k: 1.0 for k in TRAINER_METRICS}
+            if self.mode == "nan" and self.done == 3:
+                row["policy_loss"] = math.nan
+            rows.append(row)
+        return rows
+    def describe(self):
+        return {}
+
+mode, run_dir = sys.argv[1], Path(sys.argv[2])
+session = TrainingSession(Fake(mode), DynamicHParams.create(), 6)
+sys.exit(run_headless(session, run_dir))
+"""
+
+
+def fake_headless(tmp_path: Path, mode: str, run_dir: str) -> subprocess.CompletedProcess:
+    return python(_FAKE_HEADLESS, tmp_path, args=[mode, run_dir], timeout=60)
+
+
+def test_headless_long_run_dir_is_printed_unbroken(tmp_path):
+    """Logs (stderr not a terminal) must hold the run dir as one copyable string."""
+    run_dir = str(tmp_path / ("a-rather-long-run-directory-name-" * 3) / "seed-0")
+    result = fake_headless(tmp_path, "ok", run_dir)
+    assert result.returncode == 0, result.stderr
+    assert "Finished after 6 updates" in result.stderr
+    assert run_dir in result.stderr, result.stderr
+
+
+def test_headless_run_dir_with_brackets_is_printed_verbatim(tmp_path):
+    run_dir = str(tmp_path / "runs" / "[exp1]")
+    result = fake_headless(tmp_path, "ok", run_dir)
+    assert result.returncode == 0, result.stderr
+    assert run_dir in result.stderr.replace("\n", ""), result.stderr
+
+
+def test_headless_trainer_error_exits_1_with_the_message(tmp_path):
+    result = fake_headless(tmp_path, "error", str(tmp_path / "r"))
+    assert result.returncode == 1, result.stderr
+    assert "Training failed" in result.stderr
+    assert "observation [obs] is not finite" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_headless_nonfinite_stops_and_exits_3(tmp_path):
+    result = fake_headless(tmp_path, "nan", str(tmp_path / "r"))
+    assert result.returncode == 3, result.stderr
+    assert "diverged" in result.stderr
+    assert "Finished" not in result.stderr

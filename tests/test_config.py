@@ -1,0 +1,299 @@
+"""rltui.config: defaults < TOML file < --set, and one-line ConfigErrors naming the field."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from rltui.config import (
+    KEYS,
+    ConfigError,
+    RunConfig,
+    build_config,
+    check_devices,
+    dump_toml,
+    load_toml,
+    parse_overrides,
+    parse_set_value,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+def from_set(*items: str) -> RunConfig:
+    return build_config({}, parse_overrides(list(items)))
+
+
+def assert_config_error(field: str, excinfo: pytest.ExceptionInfo) -> str:
+    message = str(excinfo.value)
+    assert message.startswith(f"{field}:"), message
+    assert "\n" not in message, f"not one line: {message!r}"
+    return message
+
+
+# --- defaults ---------------------------------------------------------------------------
+
+
+def test_defaults_build_to_the_documented_run():
+    config = build_config()
+    assert config == RunConfig()
+    assert config.env == "CartPole-v1"
+    assert config.algo == "ppo"
+    assert config.hidden_sizes == (64, 64)
+    assert config.num_steps % config.num_minibatches == 0
+    assert config.total_updates == config.total_timesteps // (config.num_envs * config.num_steps)
+    # every dataclass field is documented, and nothing else
+    assert set(KEYS) == {f for f in RunConfig.__dataclass_fields__}
+
+
+def test_defaults_give_valid_trainer_inputs():
+    config = build_config()
+    hp = config.dynamic_hparams()
+    assert float(hp.lr) == pytest.approx(2.5e-4)
+    assert float(hp.anneal_lr) == 1.0
+    assert float(hp.anneal_updates) == config.total_updates
+    static = config.static_config()
+    assert static.steps_per_update == config.steps_per_update
+    assert static.hidden_sizes == (64, 64)
+
+
+# --- --set parsing ----------------------------------------------------------------------
+
+
+def test_set_float():
+    config = from_set("lr=3e-4")
+    assert isinstance(config.lr, float)
+    assert config.lr == pytest.approx(3e-4)
+
+
+def test_set_bare_string_env():
+    assert parse_set_value("Acrobot-v1") == "Acrobot-v1"
+    assert from_set("env=Acrobot-v1").env == "Acrobot-v1"
+    assert from_set('env="Acrobot-v1"').env == "Acrobot-v1"
+
+
+def test_set_scientific_integer():
+    config = from_set("total_timesteps=2e6")
+    assert config.total_timesteps == 2_000_000
+    assert type(config.total_timesteps) is int
+
+
+@pytest.mark.parametrize("text", ["hidden_sizes=[32,32]", "hidden_sizes=32,32", "hidden_sizes=[32, 32]"])
+def test_set_hidden_sizes_list(text):
+    config = from_set(text)
+    assert config.hidden_sizes == (32, 32)
+    assert isinstance(config.hidden_sizes, tuple)
+
+
+@pytest.mark.parametrize("text,expected", [("anneal_lr=false", False), ("anneal_lr=true", True), ("anneal_lr=False", False)])
+def test_set_bool(text, expected):
+    assert from_set(text).anneal_lr is expected
+
+
+def test_set_int_float_coercions():
+    config = from_set("num_envs=8.0", "ent_coef=0", "num_steps=64", "num_minibatches=8")
+    assert config.num_envs == 8 and type(config.num_envs) is int
+    assert config.ent_coef == 0.0 and type(config.ent_coef) is float
+
+
+def test_later_set_overrides_earlier_and_file():
+    config = build_config({"lr": 1e-3, "seed": 3}, parse_overrides(["lr=1e-4", "lr=2e-4"]))
+    assert config.lr == pytest.approx(2e-4)
+    assert config.seed == 3
+
+
+def test_set_without_equals_is_refused():
+    with pytest.raises(ConfigError) as excinfo:
+        parse_overrides(["lr"])
+    assert_config_error("--set", excinfo)
+
+
+# --- bad values -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "item,field",
+    [
+        ("learning_rate=3e-4", "learning_rate"),
+        ("num_envs=four", "num_envs"),
+        ("num_envs=4.5", "num_envs"),
+        ("num_envs=true", "num_envs"),
+        ("lr=fast", "lr"),
+        ("lr=true", "lr"),
+        ("anneal_lr=3", "anneal_lr"),
+        ("anneal_lr=yes", "anneal_lr"),
+        ("hidden_sizes=[]", "hidden_sizes"),
+        ("hidden_sizes=[64,0]", "hidden_sizes"),
+        ("hidden_sizes=a,b", "hidden_sizes"),
+        ("env=3", "env"),
+        ("algo=dqn", "algo"),
+        ("activation=gelu", "activation"),
+    ],
+)
+def test_unknown_key_or_wrong_type(item, field):
+    with pytest.raises(ConfigError) as excinfo:
+        from_set(item)
+    assert_config_error(field, excinfo)
+
+
+@pytest.mark.parametrize(
+    "item,field",
+    [
+        ("lr=0", "lr"),
+        ("lr=-1e-3", "lr"),
+        ("lr=nan", "lr"),
+        ("lr=inf", "lr"),
+        ("gamma=0", "gamma"),
+        ("gamma=1.5", "gamma"),
+        ("gae_lambda=-0.1", "gae_lambda"),
+        ("gae_lambda=1.1", "gae_lambda"),
+        ("clip_eps=0", "clip_eps"),
+        ("ent_coef=-1", "ent_coef"),
+        ("vf_coef=-0.5", "vf_coef"),
+        ("max_grad_norm=0", "max_grad_norm"),
+        ("num_envs=0", "num_envs"),
+        ("num_steps=0", "num_steps"),
+        ("total_timesteps=0", "total_timesteps"),
+        ("update_epochs=0", "update_epochs"),
+        ("seed=-1", "seed"),
+        ("devices=-1", "devices"),
+        ("chunk_seconds=0", "chunk_seconds"),
+        ("chunk_seconds=1000", "chunk_seconds"),
+    ],
+)
+def test_out_of_range(item, field):
+    with pytest.raises(ConfigError) as excinfo:
+        from_set(item)
+    message = assert_config_error(field, excinfo)
+    # says what is allowed, and what it got
+    assert "expected" in message
+
+
+def test_unknown_key_lists_known_keys():
+    with pytest.raises(ConfigError) as excinfo:
+        from_set("learning_rate=3e-4")
+    message = assert_config_error("learning_rate", excinfo)
+    assert "lr" in message and "num_envs" in message
+
+
+def test_unknown_env():
+    with pytest.raises(ConfigError) as excinfo:
+        from_set("env=CartPole-v9")
+    message = assert_config_error("env", excinfo)
+    assert "CartPole-v9" in message
+    assert "rltui envs" in message
+
+
+def test_num_minibatches_must_divide_num_steps():
+    with pytest.raises(ConfigError) as excinfo:
+        from_set("num_steps=100", "num_minibatches=3")
+    message = assert_config_error("num_minibatches", excinfo)
+    assert "100" in message and "3" in message
+    # a divisor is fine
+    assert from_set("num_steps=100", "num_minibatches=4").num_minibatches == 4
+
+
+def test_toml_table_is_refused_with_a_hint():
+    with pytest.raises(ConfigError) as excinfo:
+        build_config({"ppo": {"lr": 1e-3}})
+    message = assert_config_error("ppo", excinfo)
+    assert "flat" in message
+
+
+def test_bad_value_in_file_names_the_field():
+    with pytest.raises(ConfigError) as excinfo:
+        build_config({"gamma": 2.0})
+    assert_config_error("gamma", excinfo)
+
+
+# --- TOML files -------------------------------------------------------------------------
+
+
+def test_load_toml_missing_file(tmp_path):
+    path = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError) as excinfo:
+        load_toml(path)
+    message = assert_config_error("--config", excinfo)
+    assert str(path) in message
+
+
+def test_load_toml_malformed_names_the_line(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('lr = 3e-4\nenv = "CartPole-v1"\nthis is not toml\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as excinfo:
+        load_toml(path)
+    message = assert_config_error("--config", excinfo)
+    assert str(path) in message
+    assert "line 3" in message
+
+
+def test_load_toml_then_set_precedence(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text('env = "Acrobot-v1"\nlr = 1e-3\nhidden_sizes = [16, 16]\nanneal_lr = false\n', encoding="utf-8")
+    config = build_config(load_toml(path), parse_overrides(["lr=5e-4"]))
+    assert config.env == "Acrobot-v1"
+    assert config.lr == pytest.approx(5e-4)
+    assert config.hidden_sizes == (16, 16)
+    assert config.anneal_lr is False
+    assert config.num_envs == RunConfig().num_envs
+
+
+# --- devices ----------------------------------------------------------------------------
+
+
+def test_check_devices_not_divisible():
+    config = from_set("num_envs=3")
+    with pytest.raises(ConfigError) as excinfo:
+        check_devices(config, 2)
+    message = assert_config_error("num_envs", excinfo)
+    assert "3" in message and "2" in message
+
+
+def test_check_devices_divisible_passes():
+    check_devices(from_set("num_envs=8"), 4)
+    check_devices(from_set("num_envs=3"), 1)
+
+
+# --- round trip -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [],
+        [
+            "env=Pendulum-v1",
+            "seed=7",
+            "total_timesteps=2e6",
+            "num_envs=16",
+            "num_steps=32",
+            "num_minibatches=8",
+            "update_epochs=2",
+            "hidden_sizes=[32,16,8]",
+            "activation=relu",
+            "lr=3e-4",
+            "anneal_lr=false",
+            "gamma=1",
+            "gae_lambda=0",
+            "clip_eps=0.1",
+            "ent_coef=0",
+            "vf_coef=1",
+            "max_grad_norm=10",
+            "devices=2",
+            "chunk_seconds=0.05",
+        ],
+    ],
+)
+def test_dump_toml_round_trips(tmp_path, overrides):
+    config = from_set(*overrides)
+    text = dump_toml(config)
+    assert tomllib.loads(text)["env"] == config.env
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    again = build_config(load_toml(path))
+    assert again == config
+    assert dump_toml(again) == text

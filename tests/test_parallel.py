@@ -1,0 +1,55 @@
+"""Data parallelism over two forced host devices, in a subprocess: XLA_FLAGS must be set
+before JAX starts."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import jax, numpy as np
+    sys.path.insert(0, sys.argv[1])
+    from helpers import build, host_metrics
+    from trainers.hparams import StaticConfig
+
+    static = StaticConfig(env_id="CartPole-v1", num_envs=4, num_steps=16, num_minibatches=2,
+                          update_epochs=2, hidden_sizes=(16,), max_chunk_updates=8)
+    devices = jax.local_devices()
+    two, state2, hp = build(static, seed=1, devices=devices[:2])
+    one, state1, _ = build(static, seed=1, devices=devices[:1])
+    state2, m2 = two.run_chunk(state2, hp, 3)
+    state1, m1 = one.run_chunk(state1, hp, 3)
+    p2 = [np.asarray(x) for x in jax.tree.leaves(state2.params)]
+    p1 = [np.asarray(x)[0] for x in jax.tree.leaves(state1.params)]
+    out = {
+        "num_devices": len(devices),
+        "replicas_identical": all(np.array_equal(x[0], x[1]) for x in p2),
+        "max_abs_diff_vs_one_device": max(float(np.max(np.abs(x[0] - y))) for x, y in zip(p2, p1)),
+        "param_change": max(float(np.max(np.abs(x[0]))) for x in p2),
+        "loss_two": host_metrics(m2)["policy_loss"].tolist(),
+        "loss_one": host_metrics(m1)["policy_loss"].tolist(),
+    }
+    print("RESULT " + json.dumps(out))
+    """
+)
+
+
+def test_two_devices_keep_identical_params_equal_to_one_device():
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+    tests_dir = str(Path(__file__).parent)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, tests_dir], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))
+    result = json.loads(line[len("RESULT "):])
+    assert result["num_devices"] == 2
+    assert result["replicas_identical"]
+    assert result["max_abs_diff_vs_one_device"] < 1e-5
+    assert len(result["loss_two"]) == 3
+    for a, b in zip(result["loss_two"], result["loss_one"]):
+        assert abs(a - b) < 1e-5
