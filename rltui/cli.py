@@ -20,6 +20,8 @@ def _keys_epilog() -> str:
         value = getattr(defaults, key)
         if isinstance(value, tuple):
             value = list(value)
+        elif isinstance(value, bool):
+            value = str(value).lower()
         lines.append(f"  {key + ('*' if info.dynamic else ''):<17} {info.meaning} (default: {value})")
     lines.append("")
     lines.append("precedence: built-in defaults < --config file < --set")

@@ -3,6 +3,7 @@ listener of the session. Never imports textual."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.text import Text
 
 from rltui.session import MetricsSnapshot, SessionEvent, SessionListener, SessionState, TrainingSession
 
@@ -72,7 +74,7 @@ class ProgressListener(SessionListener):
     def on_event(self, event: SessionEvent) -> None:
         if event.kind in ("compiled", "hparams", "paused", "resumed", "stopping", "warning", "error", "nonfinite"):
             style = {"error": "bold red", "nonfinite": "bold red", "warning": "yellow"}.get(event.kind, "dim")
-            self.console.print(f"[{style}][update {event.update}] {event.message}[/]", highlight=False)
+            self.console.print(Text(f"[update {event.update}] {event.message}", style=style), highlight=False)
 
 
 class _StopOnNonFinite(SessionListener):
@@ -87,51 +89,48 @@ class _StopOnNonFinite(SessionListener):
 
 
 def run_headless(session: TrainingSession, run_dir: Path, console: Console | None = None) -> int:
-    """Run `session` to the end with a progress display; Ctrl+C or SIGTERM stop it at the
-    next chunk boundary. Returns the process exit code."""
-    console = console or Console(stderr=True)
+    """Run `session` to the end with a progress display. Ctrl+C or SIGTERM stop it at the
+    next chunk boundary; a second Ctrl+C quits at once. Returns the process exit code."""
+    console = console or Console(stderr=True, soft_wrap=True)
     total = session.total_updates * session.backend.steps_per_update
     listener = ProgressListener(console, total)
     session.add_listener(listener)
     session.add_listener(_StopOnNonFinite(session))
+    interrupts = []
 
-    def on_sigterm(signum, frame):
+    def on_signal(signum, frame):
+        if signum == signal.SIGINT and interrupts:
+            console.print(Text(f"Aborted. Run files: {run_dir}", style="red"))
+            os._exit(130)  # run files are flushed at every chunk boundary
+        interrupts.append(signum)
+        if signum == signal.SIGINT:
+            console.print(Text("Stopping at the next chunk boundary… (Ctrl+C again to quit at once)", style="yellow"))
         session.stop()
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-    interrupted = False
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with listener:
             session.start()
-            try:
-                while not session.join(timeout=0.2):
-                    pass
-            except KeyboardInterrupt:
-                interrupted = True
-                console.print("[yellow]Stopping at the next chunk boundary… (Ctrl+C again to quit at once)[/]")
-                session.stop()
-                try:
-                    while not session.join(timeout=0.2):
-                        pass
-                except KeyboardInterrupt:
-                    console.print(f"[red]Aborted.[/] Run files: {run_dir}")
-                    return 130
+            while not session.join(timeout=0.2):
+                pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
-    last = session.updates_done
+    def finish(message: Text, code: int) -> int:
+        console.print(message)
+        console.print(Text(f"Run files: {run_dir}"))
+        return code
+
     if session.state is SessionState.ERROR:
-        console.print(f"[bold red]Training failed:[/] {session.error}")
-        console.print(f"Run files: {run_dir}")
-        return EXIT_ERROR
+        return finish(Text(f"Training failed: {session.error}", style="bold red"), EXIT_ERROR)
     if session.nonfinite:
-        console.print("[bold red]Training diverged (non-finite loss or gradient); stopped.[/]")
-        console.print(f"Run files: {run_dir}")
-        return EXIT_NONFINITE
-    verb = "Stopped" if (interrupted or session.stopped_early) else "Finished"
-    final = listener.latest_return
-    console.print(
-        f"{verb} after {last} updates ({session.env_steps:,} env steps), latest mean return {_fmt_return(final)}. "
-        f"Run files: {run_dir}"
+        return finish(Text("Training diverged (non-finite loss or gradient); stopped.", style="bold red"), EXIT_NONFINITE)
+    verb = "Stopped" if session.stopped_early else "Finished"
+    return finish(
+        Text(
+            f"{verb} after {session.updates_done} updates ({session.env_steps:,} env steps), "
+            f"latest mean return {_fmt_return(listener.latest_return)}."
+        ),
+        EXIT_OK,
     )
-    return EXIT_OK

@@ -12,6 +12,7 @@ import queue
 import threading
 import time
 import traceback
+from types import MappingProxyType
 from typing import Callable
 
 from trainers.hparams import EDITABLE_HPARAMS, DynamicHParams, HParamError, validate_hparam
@@ -70,6 +71,9 @@ class TrainingSession:
         self._listeners: list[SessionListener] = []
         self._store = MetricsStore(history)
         self._thread = threading.Thread(target=self._main, name="rltui-training", daemon=True)
+        # Waiters block on this event, not on Thread.join: an exception such as
+        # KeyboardInterrupt raised inside join() can leave the thread looking finished.
+        self._ended = threading.Event()
         self._state = SessionState.IDLE
         self._state_lock = threading.Lock()
         self._updates_done = 0
@@ -96,9 +100,11 @@ class TrainingSession:
         self.submit(Stop())
 
     def join(self, timeout: float | None = None) -> bool:
-        """Wait for the thread; True once it has ended."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        """Wait for the session to end; True once it has. Safe to interrupt."""
+        if not self._ended.wait(timeout):
+            return False
+        self._thread.join()  # the thread is past its last statement: returns at once
+        return True
 
     @property
     def state(self) -> SessionState:
@@ -122,6 +128,12 @@ class TrainingSession:
         return self._clock() - self._t0
 
     def _main(self) -> None:
+        try:
+            self._train()
+        finally:
+            self._ended.set()
+
+    def _train(self) -> None:
         try:
             self._set_state(SessionState.COMPILING)
             started = self._clock()
@@ -236,7 +248,7 @@ class TrainingSession:
             total_env_steps=self.total_updates * self.backend.steps_per_update,
             elapsed=self._elapsed(),
             sps=self._last_sps,
-            hparams=self._hparams.as_floats(),
+            hparams=MappingProxyType(self._hparams.as_floats()),
             new_records=new_records,
             history=history,
             history_env_steps=steps,

@@ -1,0 +1,136 @@
+"""Env steps per second on CartPole-v1, three ways, in one run:
+
+  (a) session  training through TrainingSession + JaxBackend, as `rltui launch --no-ui` runs it
+  (b) scan     the same number of updates as one jitted `lax.scan`: no session, no chunking
+  (c) rollout  env step + policy forward only (no learning)
+
+Each figure excludes compilation and is the median of --repeats runs; (a)/(b) is the
+session's overhead (target >= 0.97).
+
+    python benchmarks/throughput.py [--envs 4 64] [--updates N] [--repeats 3] [--devices 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", type=int, nargs="+", default=[4, 64])
+    parser.add_argument("--steps", type=int, default=128)
+    parser.add_argument("--env-steps", type=float, default=1e6, help="env steps per measurement (default 1e6)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--devices", type=int, default=1, help="host devices to split envs over")
+    args = parser.parse_args()
+
+    if args.devices > 1:
+        os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={args.devices}"
+    import jax
+    import numpy as np
+
+    from harness import fmt, repeat
+    from rltui.session import TrainingSession
+    from rltui.session.backend import JaxBackend
+    from trainers.hparams import DynamicHParams, StaticConfig
+    from trainers.parallel import DataParallel
+    from trainers.ppo import AXIS, make_trainer
+    from trainers.rollout import rollout
+
+    devices = jax.local_devices()[: args.devices]
+    print(f"jax {jax.__version__}, {len(devices)} {devices[0].platform} device(s), {os.cpu_count()} cores")
+    for num_envs in args.envs:
+        static = StaticConfig(env_id="CartPole-v1", num_envs=num_envs, num_steps=args.steps)
+        updates = max(1, int(args.env_steps // static.steps_per_update))
+        steps = updates * static.steps_per_update
+        hp = DynamicHParams.create(anneal_updates=updates)
+
+        # (a) the session, as the headless CLI drives it (compile excluded: timed from the
+        # 'compiled' event to the end of the run)
+        backend = JaxBackend(static, seed=0, devices=devices)
+
+        def session_sps() -> float:
+            marks = {}
+
+            class Clock:
+                def on_state(self, state, message):
+                    pass
+
+                def on_metrics(self, snapshot):
+                    pass
+
+                def on_event(self, event):
+                    if event.kind in ("compiled", "finished"):
+                        marks[event.kind] = time.perf_counter()
+
+            session = TrainingSession(backend, hp, updates)
+            session.add_listener(Clock())
+            session.start()
+            session.join()
+            assert session.error is None, session.error
+            return steps / (marks["finished"] - marks["compiled"])
+
+        # (b) one jitted scan over all updates
+        trainer = make_trainer(static, len(devices))
+        parallel = DataParallel(trainer, devices)
+
+        def all_updates(state, hp):
+            def body(carry, _):
+                carry, metrics = trainer.update(carry, hp)
+                return carry, metrics.policy_loss
+            return jax.lax.scan(body, state, None, length=updates)
+
+        scan_fn = jax.pmap(all_updates, axis_name=AXIS, in_axes=(0, None), devices=devices)
+        state0 = parallel.init(jax.random.PRNGKey(0), hp)
+        jax.block_until_ready(scan_fn.lower(state0, hp).compile())
+
+        def scan_sps() -> float:
+            state = parallel.init(jax.random.PRNGKey(0), hp)
+            jax.block_until_ready(state)
+            start = time.perf_counter()
+            jax.block_until_ready(scan_fn(state, hp))
+            return steps / (time.perf_counter() - start)
+
+        # (c) rollout only
+        def rollouts(state):
+            def body(carry, _):
+                env_state, obs, key = carry
+                env_state, obs, key, traj = rollout(
+                    state.params, env_state, obs, key, trainer._env_ids(), num_global_envs=num_envs,
+                    spec=trainer.spec, apply_fn=trainer.apply, num_steps=static.num_steps,
+                )
+                # consume every field so nothing is optimised away
+                return (env_state, obs, key), sum(jax.numpy.sum(x.astype(np.float32)) for x in jax.tree.leaves(traj))
+            return jax.lax.scan(body, (state.env_state, state.obs, state.key), None, length=updates)[1]
+
+        rollout_fn = jax.pmap(rollouts, axis_name=AXIS, devices=devices)
+        jax.block_until_ready(rollout_fn(state0))
+
+        def rollout_sps() -> float:
+            start = time.perf_counter()
+            jax.block_until_ready(rollout_fn(state0))
+            return steps / (time.perf_counter() - start)
+
+        results = {"session": [], "scan": [], "rollout": []}
+        for _ in range(args.repeats):  # interleaved, so drift in machine load hits all three
+            results["session"].append(session_sps())
+            results["scan"].append(scan_sps())
+            results["rollout"].append(rollout_sps())
+        stats = {name: repeat(iter(values).__next__, len(values)) for name, values in results.items()}
+        ratios = [a / b for a, b in zip(results["session"], results["scan"])]
+        print(f"\nCartPole-v1, {num_envs} envs x {args.steps} steps, {updates} updates ({steps:,} env steps):")
+        print(f"  (a) session  {fmt(stats['session'], ' SPS')}")
+        print(f"  (b) scan     {fmt(stats['scan'], ' SPS')}")
+        print(f"  (c) rollout  {fmt(stats['rollout'], ' SPS')}")
+        print(f"  (a)/(b) median {np.median(ratios):.3f}  (per run: {', '.join(f'{r:.3f}' for r in ratios)})")
+
+
+if __name__ == "__main__":
+    main()
