@@ -111,6 +111,10 @@ class TrainingSession:
         with self._state_lock:
             return self._state
 
+    def describe(self) -> dict:
+        """Static facts for display: env, algorithm, devices."""
+        return dict(self.backend.describe())
+
     @property
     def hparams(self) -> DynamicHParams:
         return self._hparams
