@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from rltui import __version__
-from rltui.config import KEYS, ConfigError, RunConfig, build_config, check_devices, load_toml, parse_overrides
+from rltui.config import KEYS, RunConfig
 
 EXIT_USAGE = 2
 
@@ -55,57 +55,33 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-compile-cache", action="store_true",
         help="do not use JAX's persistent compilation cache (default: on, under the user cache directory)",
     )
+    launch.add_argument(
+        "--resume", metavar="PATH",
+        help="continue a run from a checkpoint file, or from a run directory's latest checkpoint "
+        "(dynamic keys may be changed with --set; shape-changing keys may not)",
+    )
+    launch.add_argument("--theme", metavar="NAME", help="dashboard theme (default rltui-dark; see the command palette)")
+
+    evaluate = sub.add_parser(
+        "eval", help="run a checkpoint's policy and print its returns",
+        description="Run a checkpoint's policy for whole episodes and print mean, std, min and max return.",
+    )
+    evaluate.add_argument("path", metavar="PATH", help="checkpoint file, or run directory (its latest checkpoint)")
+    evaluate.add_argument("--episodes", type=int, default=32, help="number of episodes (default 32)")
+    evaluate.add_argument("--sample", action="store_true", help="sample actions from the policy (default: greedy)")
+    evaluate.add_argument("--seed", type=int, default=0, help="seed for the evaluation episodes (default 0)")
+
+    info = sub.add_parser("info", help="print a checkpoint's metadata", description="Print a checkpoint's metadata.")
+    info.add_argument("path", metavar="PATH", help="checkpoint file, or run directory (its latest checkpoint)")
 
     sub.add_parser("envs", help="list the supported environments", description="List the supported gymnax environments.")
     return parser
 
 
-def _error(message: str) -> int:
-    print(f"rltui: error: {message}", file=sys.stderr)
-    return EXIT_USAGE
-
-
 def cmd_launch(args: argparse.Namespace) -> int:
-    try:
-        file_values = load_toml(args.config) if args.config else {}
-        config = build_config(file_values, parse_overrides(args.overrides))
-    except ConfigError as err:
-        return _error(str(err))
-    if not args.no_ui:
-        return _error("the dashboard is not available in this version yet; run with --no-ui")
+    from rltui.launch import launch
 
-    from rltui import runtime
-
-    runtime.configure_jax(host_devices=config.devices, compile_cache=not args.no_compile_cache)
-    try:
-        devices = runtime.select_devices(config.devices)
-        check_devices(config, len(devices))
-    except (ConfigError, ValueError) as err:
-        return _error(str(err))
-
-    from rltui.rundir import prepare_run_dir
-
-    try:
-        run_dir = prepare_run_dir(config, args.run_dir, name=args.name)
-    except ConfigError as err:
-        return _error(str(err))
-    return _launch_headless(config, devices, run_dir)
-
-
-def _launch_headless(config: RunConfig, devices: list, run_dir: Path) -> int:
-    from rltui.headless import run_headless
-    from rltui.session import TrainingSession
-    from rltui.session.backend import JaxBackend
-    from rltui.session.recorder import RunRecorder
-
-    backend = JaxBackend(config.static_config(), config.seed, devices)
-    session = TrainingSession(backend, config.dynamic_hparams(), config.total_updates, chunk_seconds=config.chunk_seconds)
-    recorder = RunRecorder(run_dir)
-    session.add_listener(recorder)
-    try:
-        return run_headless(session, run_dir)
-    finally:
-        recorder.close()
+    return launch(args)
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
@@ -130,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_launch(args)
     if args.command == "envs":
         return cmd_envs(args)
+    if args.command in ("eval", "info"):
+        from rltui import inspect_checkpoint
+
+        return inspect_checkpoint.cmd_eval(args) if args.command == "eval" else inspect_checkpoint.cmd_info(args)
     parser.print_help()
     return EXIT_USAGE
 

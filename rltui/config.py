@@ -50,6 +50,9 @@ class RunConfig:
     max_grad_norm: float = 0.5
     devices: int = 0
     chunk_seconds: float = 0.3
+    checkpoint_every_updates: int = 0
+    checkpoint_minutes: float = 10.0
+    keep_checkpoints: int = 3
 
     @property
     def steps_per_update(self) -> int:
@@ -117,7 +120,17 @@ KEYS: dict[str, KeyInfo] = {
     "max_grad_norm": KeyInfo("global gradient norm clip", dynamic=True),
     "devices": KeyInfo("devices to split environments over; 0 = automatic"),
     "chunk_seconds": KeyInfo("target wall time of one chunk of updates (latency of pause/edit)"),
+    "checkpoint_every_updates": KeyInfo("save a checkpoint every N updates; 0 = only by time"),
+    "checkpoint_minutes": KeyInfo("save a checkpoint every M minutes; 0 = only by update count"),
+    "keep_checkpoints": KeyInfo("how many recent checkpoints to keep"),
 }
+
+# Keys a resumed run may change: nothing that alters shapes, the program or the RNG stream.
+RESUMABLE_KEYS = frozenset(
+    {"lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm", "anneal_lr",
+     "total_timesteps", "devices", "chunk_seconds", "checkpoint_every_updates", "checkpoint_minutes",
+     "keep_checkpoints"}
+)
 
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 _INT_RANGES = {
@@ -128,6 +141,8 @@ _INT_RANGES = {
     "num_minibatches": (1, None),
     "update_epochs": (1, None),
     "devices": (0, None),
+    "checkpoint_every_updates": (0, None),
+    "keep_checkpoints": (1, None),
 }
 
 
@@ -175,6 +190,8 @@ def _coerce(key: str, value: Any) -> Any:
                 raise ConfigError(str(err)) from None
         elif key == "chunk_seconds" and not (0.01 <= value <= 60):
             raise _expect(key, "a number of seconds in [0.01, 60]", value)
+        elif key == "checkpoint_minutes" and not (math.isfinite(value) and value >= 0):
+            raise _expect(key, "a number of minutes >= 0", value)
         return value
     if not isinstance(value, str):
         raise _expect(key, "a string", value)
@@ -235,6 +252,28 @@ def build_config(file_values: Mapping[str, Any] | None = None, overrides: Mappin
             f"num_minibatches: must divide num_steps ({config.num_steps}), got {config.num_minibatches}"
         )
     return config
+
+
+def resume_config(
+    checkpoint_config: Mapping[str, Any], live_hparams: Mapping[str, float], overrides: Mapping[str, Any]
+) -> RunConfig:
+    """The config of a resumed run: the checkpoint's, with the hyperparameters as they were
+    when it was saved (live edits included), then `overrides`, which may only touch
+    RESUMABLE_KEYS."""
+    base = dict(checkpoint_config)
+    for name, value in live_hparams.items():
+        if name in base and name in KEYS and KEYS[name].dynamic:
+            base[name] = value
+    original = build_config(base)
+    for key, value in overrides.items():
+        if key not in _FIELDS:
+            raise ConfigError(f"{key}: unknown key; known keys: {', '.join(_FIELDS)}")
+        if key not in RESUMABLE_KEYS and _coerce(key, value) != getattr(original, key):
+            raise ConfigError(
+                f"{key}: cannot change when resuming (the checkpoint was made with {getattr(original, key)!r}); "
+                "start a new run instead"
+            )
+    return build_config(base, overrides)
 
 
 def check_devices(config: RunConfig, num_devices: int) -> None:

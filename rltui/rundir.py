@@ -30,9 +30,17 @@ def prepare_run_dir(config: RunConfig, run_dir: str | None, runs_root: str = "ru
         raise ConfigError(f"{flag}: {path} already holds a run; choose another directory")
     try:
         path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"{flag}: cannot create {path}: {err.strerror or err}") from None
+    write_config(path, config, flag)
+    return path
+
+
+def write_config(path: Path, config: RunConfig, flag: str = "run directory") -> None:
+    """Write the effective config atomically; ConfigError if the directory is not writable."""
+    try:
         tmp = path / "config.toml.tmp"
         tmp.write_text(dump_toml(config), encoding="utf-8")
         os.replace(tmp, path / "config.toml")
     except OSError as err:
         raise ConfigError(f"{flag}: cannot write to {path}: {err.strerror or err}") from None
-    return path

@@ -70,7 +70,8 @@ class DynamicHParams(NamedTuple):
         return self._replace(**cast)
 
     def as_floats(self) -> dict[str, float]:
-        return {k: float(v) for k, v in self._asdict().items()}
+        # str() of a float32 is its shortest round-tripping decimal: 0.2, not 0.20000000298
+        return {k: float(str(v)) for k, v in self._asdict().items()}
 
 
 # name -> (predicate, description of what is allowed)

@@ -53,6 +53,12 @@ class DataParallel:
         """Compile the chunk program ahead of the first call, so the caller can time it."""
         self._run_chunk.lower(state, hp, np.int32(1)).compile()
 
+    def put(self, stacked, like):
+        """Place host arrays with a leading device axis onto the devices, one slice each,
+        with the shardings of `like` (a state from this trainer): the same shardings reuse the
+        compiled chunk, others would recompile it."""
+        return jax.tree.map(lambda x, ref: jax.device_put(x, ref.sharding), stacked, like)
+
     @staticmethod
     def unreplicate(tree):
         return jax.tree.map(lambda x: x[0], tree)

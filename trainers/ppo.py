@@ -107,6 +107,9 @@ class PPO:
         dummy_obs = jnp.zeros((1, self.spec.obs_size), jnp.float32)
         params = self.network.init(params_key, dummy_obs)
         env_state, obs = reset_envs(env_key, self._env_ids(), self.static.num_envs, self.spec)
+        # gymnax leaves some fields weakly typed (time=0); a state restored from host arrays
+        # is strongly typed, and the difference would recompile the chunk.
+        env_state = jax.tree.map(lambda x: jnp.asarray(x, dtype=x.dtype), env_state)
         return TrainState(
             params=params,
             opt_state=set_injected(self.optimizer.init(params), learning_rate=hp.lr, max_grad_norm=hp.max_grad_norm),

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Protocol, Sequence
 
 from trainers.hparams import DynamicHParams
@@ -22,6 +23,16 @@ class TrainingBackend(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """Static facts for display and the run files (devices, env, algorithm)."""
+
+    def encode_checkpoint(self, metadata: dict[str, Any]) -> bytes:
+        """The full training state plus `metadata` as bytes; NonFiniteState if it holds NaN/inf."""
+
+    def restore_checkpoint(self, data: bytes) -> dict[str, Any]:
+        """Replace the training state with a checkpoint's; return its metadata."""
+
+
+class NonFiniteState(ValueError):
+    """The training state holds NaN or inf: it must not be saved over a good checkpoint."""
 
 
 class JaxBackend:
@@ -59,6 +70,22 @@ class JaxBackend:
         columns = {name: value[:count].tolist() for name, value in vars(host.per_update).items()}
         return [{name: column[i] for name, column in columns.items()} for i in range(count)]
 
+    def encode_checkpoint(self, metadata: dict[str, Any]) -> bytes:
+        from trainers import checkpoint
+
+        portable = checkpoint.to_portable(self._state)
+        if not checkpoint.is_finite(portable):
+            raise NonFiniteState("the training state holds non-finite values")
+        return checkpoint.encode(portable, metadata)
+
+    def restore_checkpoint(self, data: bytes) -> dict[str, Any]:
+        from trainers import checkpoint
+
+        template = checkpoint.to_portable(self._state)
+        restored, metadata = checkpoint.decode(data, template)
+        self._state = self._parallel.put(checkpoint.from_portable(restored, len(self.devices)), like=self._state)
+        return metadata
+
     @property
     def train_state(self):
         """The device-resident state (for checkpoints and evaluation)."""
@@ -70,4 +97,5 @@ class JaxBackend:
             "algo": "ppo",
             "devices": [f"{d.platform}:{d.id}" for d in self.devices],
             "device_kind": self.devices[0].device_kind if self.devices else "none",
+            "static": dataclasses.asdict(self.static),
         }

@@ -31,8 +31,14 @@ class SaveCheckpoint:
 
 
 @dataclasses.dataclass(frozen=True)
+class Rollback:
+    """Restore the latest checkpoint (keeping the current hyperparameters), e.g. after
+    training diverged and the learning rate was lowered."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Stop:
     pass
 
 
-Command = Pause | Resume | SetHParams | SaveCheckpoint | Stop
+Command = Pause | Resume | SetHParams | SaveCheckpoint | Rollback | Stop

@@ -12,13 +12,15 @@ import queue
 import threading
 import time
 import traceback
+from pathlib import Path
 from types import MappingProxyType
 from typing import Callable
 
 from trainers.hparams import EDITABLE_HPARAMS, DynamicHParams, HParamError, validate_hparam
 
-from rltui.session.backend import TrainingBackend
-from rltui.session.commands import Command, Pause, Resume, SaveCheckpoint, SetHParams, Stop
+from rltui.session.backend import NonFiniteState, TrainingBackend
+from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore, checkpoint_metadata
+from rltui.session.commands import Command, Pause, Resume, Rollback, SaveCheckpoint, SetHParams, Stop
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.metrics import TRAINER_METRICS, MetricsSnapshot, MetricsStore, UpdateRecord
 
@@ -61,6 +63,10 @@ class TrainingSession:
         chunk_seconds: float = 0.3,
         history: int = 4096,
         clock: Callable[[], float] = time.monotonic,
+        checkpoints: CheckpointStore | None = None,
+        checkpoint_policy: CheckpointPolicy = CheckpointPolicy(),
+        run_metadata: dict | None = None,
+        resume: bytes | None = None,
     ):
         self.backend = backend
         self.total_updates = total_updates
@@ -80,6 +86,13 @@ class TrainingSession:
         self._chunk_size = 1
         self._last_sps = 0.0
         self._t0 = clock()
+        self._checkpoints = checkpoints
+        self._policy = checkpoint_policy
+        self._run_metadata = dict(run_metadata or {})
+        self._resume = resume
+        self._edits: list[dict] = []  # the edit log, carried in checkpoints
+        self._last_save = (0, clock())  # (update, clock) of the last checkpoint
+        self.last_checkpoint: Path | None = None
         self.error: str | None = None
         self.nonfinite = False
         self.stopped_early = False
@@ -143,8 +156,16 @@ class TrainingSession:
             started = self._clock()
             self.backend.build(self._hparams)
             self._event("compiled", f"compiled in {self._clock() - started:.1f} s", seconds=self._clock() - started)
+            if self._checkpoints is not None:
+                self._checkpoints.prepare()
+            if self._resume is not None:
+                self._restore(self._resume, "resumed")
+                self._resume = None
+            self._last_save = (self._updates_done, self._clock())
             self._set_state(SessionState.RUNNING)
             self._loop()
+            if self._checkpoints is not None and self._updates_done > self._last_save[0]:
+                self._save("final")
             if self.stopped_early:
                 self._event("finished", f"stopped at update {self._updates_done}")
             else:
@@ -175,6 +196,65 @@ class TrainingSession:
                 self.nonfinite = True
                 self._event("nonfinite", "non-finite loss or gradient: training paused")
                 self._set_state(SessionState.PAUSED, "non-finite loss or gradient")
+            elif self._checkpoint_due():
+                self._save("periodic")
+
+    # --- checkpoints -----------------------------------------------------------------------
+    def _checkpoint_due(self) -> bool:
+        if self._checkpoints is None:
+            return False
+        update, when = self._last_save
+        by_count = self._policy.every_updates > 0 and self._updates_done - update >= self._policy.every_updates
+        by_time = self._policy.every_minutes > 0 and self._clock() - when >= self._policy.every_minutes * 60
+        return by_count or by_time
+
+    def _save(self, reason: str) -> None:
+        if self._checkpoints is None:
+            self._event("warning", "checkpoints are off for this session")
+            return
+        metadata = checkpoint_metadata(
+            run=self._run_metadata,
+            backend=self.backend.describe(),
+            hparams=self._hparams.as_floats(),
+            update=self._updates_done,
+            env_steps=self.env_steps,
+            elapsed=self._elapsed(),
+            edits=self._edits,
+            reason=reason,
+        )
+        try:
+            data = self.backend.encode_checkpoint(metadata)
+        except NonFiniteState:
+            self._event("warning", "checkpoint skipped: the training state is not finite; earlier checkpoints kept")
+            return
+        try:
+            path = self._checkpoints.save(data, self._updates_done)
+        except OSError as err:
+            self._event("warning", f"checkpoint failed ({err.strerror or err}); earlier checkpoints kept")
+            return
+        self._last_save = (self._updates_done, self._clock())
+        self.last_checkpoint = path
+        self._event("checkpoint", f"saved {path.name} ({reason})", path=str(path), reason=reason)
+
+    def _restore(self, data: bytes, verb: str) -> None:
+        metadata = self.backend.restore_checkpoint(data)
+        self._updates_done = int(metadata["update"])
+        self._edits = list(metadata.get("edits", []))
+        if verb == "resumed":
+            self._t0 = self._clock() - float(metadata.get("elapsed", 0.0))
+        self._event(verb, f"{verb} from update {self._updates_done}", update=self._updates_done)
+
+    def _rollback(self) -> None:
+        path = self._checkpoints.latest() if self._checkpoints is not None else None
+        if path is None:
+            self._event("warning", "no checkpoint to roll back to")
+            return
+        try:
+            self._restore(path.read_bytes(), "rolled back")
+        except (OSError, ValueError) as err:
+            self._event("warning", f"rollback failed: {err}")
+            return
+        self.nonfinite = False
 
     def _next_chunk_size(self, count: int, seconds: float) -> int:
         """Size chunks from measured time so that one takes about `chunk_seconds`; grow at
@@ -208,7 +288,12 @@ class TrainingSession:
             elif isinstance(command, SetHParams):
                 self._apply_hparams(dict(command.changes))
             elif isinstance(command, SaveCheckpoint):
-                self._event("warning", "checkpoints are not available in this version")
+                if self.nonfinite:
+                    self._event("warning", "checkpoint refused: training diverged; earlier checkpoints kept")
+                else:
+                    self._save("requested")
+            elif isinstance(command, Rollback):
+                self._rollback()
 
     def _apply_hparams(self, changes: dict[str, object]) -> None:
         try:
@@ -219,6 +304,7 @@ class TrainingSession:
         old = self._hparams.as_floats()
         self._hparams = self._hparams.with_updates(values)
         text = ", ".join(f"{k} {old[k]:.6g} -> {v:.6g}" for k, v in values.items())
+        self._edits.append({"update": self._updates_done, "changes": values})
         self._event("hparams", f"set {text}", changes=values, previous={k: old[k] for k in values})
 
     def _record(self, rows: list[dict[str, float]], started: float, seconds: float) -> None:

@@ -1,0 +1,86 @@
+"""`rltui eval` and `rltui info`: read a checkpoint as data and report on it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+EXIT_USAGE = 2
+
+
+def _load(path_arg: str) -> tuple[Path, bytes, dict]:
+    from rltui.session.checkpoints import resolve_checkpoint
+    from trainers.checkpoint import read_metadata
+
+    path = resolve_checkpoint(Path(path_arg))
+    data = path.read_bytes()
+    return path, data, read_metadata(data)
+
+
+def _fail(message: str) -> int:
+    print(f"rltui: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def cmd_info(args) -> int:
+    from trainers.checkpoint import CheckpointError
+
+    try:
+        path, _, metadata = _load(args.path)
+    except (OSError, CheckpointError) as err:
+        return _fail(str(err))
+    print(f"checkpoint   {path}")
+    for key in ("trainer", "update", "env_steps", "elapsed", "reason", "created", "device_kind", "device_count"):
+        print(f"{key:<12} {metadata.get(key)}")
+    print("hparams      " + json.dumps(metadata.get("hparams", {}), sort_keys=True))
+    print("static       " + json.dumps(metadata.get("static", {}), sort_keys=True))
+    print("config       " + json.dumps(metadata.get("config", {}), sort_keys=True))
+    print("versions     " + json.dumps(metadata.get("versions", {}), sort_keys=True))
+    edits = metadata.get("edits", [])
+    print(f"edits        {len(edits)}")
+    for edit in edits:
+        print(f"  update {edit.get('update')}: {json.dumps(edit.get('changes'), sort_keys=True)}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from trainers.checkpoint import CheckpointError
+
+    if args.episodes < 1:
+        return _fail(f"--episodes: expected an integer >= 1, got {args.episodes}")
+    try:
+        path, data, metadata = _load(args.path)
+    except (OSError, CheckpointError) as err:
+        return _fail(str(err))
+
+    from rltui import runtime
+    from rltui.config import ConfigError, build_config
+
+    try:
+        config = build_config(metadata.get("config", {}))
+    except ConfigError as err:
+        return _fail(f"checkpoint config: {err}")
+    runtime.configure_jax(host_devices=0, compile_cache=True)
+    import jax
+    import numpy as np
+
+    from trainers import checkpoint
+    from trainers.evaluate import evaluate
+    from trainers.parallel import DataParallel
+    from trainers.ppo import make_trainer
+
+    trainer = make_trainer(config.static_config(), num_devices=1)
+    parallel = DataParallel(trainer, jax.local_devices()[:1])
+    template = checkpoint.to_portable(parallel.init(jax.random.PRNGKey(0), config.dynamic_hparams()))
+    try:
+        restored, _ = checkpoint.decode(data, template)
+    except CheckpointError as err:
+        return _fail(str(err))
+    run = jax.jit(lambda params, key: evaluate(params, key, spec=trainer.spec, apply_fn=trainer.apply,
+                                               episodes=args.episodes, greedy=not args.sample))
+    returns = np.asarray(run(restored.params, jax.random.PRNGKey(args.seed)))
+    mode = "sampled" if args.sample else "greedy"
+    print(f"{config.env}, update {metadata.get('update')}, {args.episodes} episodes ({mode}):")
+    print(f"mean {returns.mean():.2f}  std {returns.std():.2f}  min {returns.min():.2f}  max {returns.max():.2f}")
+    return 0

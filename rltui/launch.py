@@ -1,0 +1,142 @@
+"""`rltui launch`: validate everything, set up JAX, the run directory and the session, then
+hand over to the dashboard or the headless runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rltui.config import ConfigError, RunConfig, build_config, check_devices, load_toml, parse_overrides, resume_config
+
+EXIT_USAGE = 2
+
+
+class LaunchError(Exception):
+    """Bad input found before training starts: one line for the user, exit code 2."""
+
+
+def _config_and_resume(args) -> tuple[RunConfig, bytes | None, dict | None]:
+    file_values = load_toml(args.config) if args.config else {}
+    overrides = parse_overrides(args.overrides)
+    if not args.resume:
+        return build_config(file_values, overrides), None, None
+    from rltui.session.checkpoints import resolve_checkpoint
+    from trainers.checkpoint import CheckpointError, read_metadata
+
+    try:
+        path = resolve_checkpoint(Path(args.resume))
+        data = path.read_bytes()
+        metadata = read_metadata(data)
+    except (OSError, CheckpointError) as err:
+        raise LaunchError(f"--resume: {err}") from None
+    metadata["_path"] = str(path)
+    config = resume_config(metadata.get("config", {}), metadata.get("hparams", {}), {**file_values, **overrides})
+    return config, data, metadata
+
+
+def _resume_run_dir(checkpoint_path: Path) -> Path:
+    parent = checkpoint_path.parent
+    return parent.parent if parent.name == "checkpoints" else parent
+
+
+def truncate_metrics(run_dir: Path, last_update: int) -> None:
+    """Drop metric records after the checkpoint's update (written after the last save,
+    before a crash), so a resumed run continues the curves without duplicates."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a crash
+        if isinstance(record, dict) and record.get("update", 0) <= last_update:
+            kept.append(line + "\n")
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(kept), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def launch(args) -> int:
+    try:
+        config, resume_data, metadata = _config_and_resume(args)
+    except (ConfigError, LaunchError) as err:
+        return _error(str(err))
+
+    theme = None
+    if not args.no_ui:
+        try:
+            from rltui.ui.themes import check_theme
+
+            theme = check_theme(args.theme)
+        except ValueError as err:
+            return _error(str(err))
+
+    from rltui import runtime
+
+    runtime.configure_jax(host_devices=config.devices, compile_cache=not args.no_compile_cache)
+    try:
+        devices = runtime.select_devices(config.devices)
+        check_devices(config, len(devices))
+    except (ConfigError, ValueError) as err:
+        return _error(str(err))
+
+    from rltui.rundir import prepare_run_dir, write_config
+
+    try:
+        if resume_data is not None:
+            run_dir = Path(args.run_dir) if args.run_dir else _resume_run_dir(Path(metadata["_path"]))
+            write_config(run_dir, config)
+            truncate_metrics(run_dir, int(metadata["update"]))
+        else:
+            run_dir = prepare_run_dir(config, args.run_dir, name=args.name)
+    except (ConfigError, OSError) as err:
+        return _error(str(err))
+    session, recorder = build_session(config, devices, run_dir, resume_data)
+    try:
+        if args.no_ui:
+            from rltui.headless import run_headless
+
+            return run_headless(session, run_dir)
+        from rltui.ui.app import run_dashboard
+
+        return run_dashboard(session, config, run_dir, theme=theme)
+    finally:
+        recorder.close()
+
+
+def build_session(config: RunConfig, devices: list, run_dir: Path, resume_data: bytes | None):
+    from rltui.session import TrainingSession
+    from rltui.session.backend import JaxBackend
+    from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore
+    from rltui.session.recorder import RunRecorder
+
+    backend = JaxBackend(config.static_config(), config.seed, devices)
+    session = TrainingSession(
+        backend,
+        config.dynamic_hparams(),
+        config.total_updates,
+        chunk_seconds=config.chunk_seconds,
+        checkpoints=CheckpointStore.for_run(run_dir, keep=config.keep_checkpoints),
+        checkpoint_policy=CheckpointPolicy(
+            every_updates=config.checkpoint_every_updates,
+            every_minutes=config.checkpoint_minutes,
+            keep=config.keep_checkpoints,
+        ),
+        run_metadata={"config": config.to_toml_dict()},
+        resume=resume_data,
+    )
+    recorder = RunRecorder(run_dir)
+    session.add_listener(recorder)
+    return session, recorder
+
+
+def _error(message: str) -> int:
+    print(f"rltui: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+

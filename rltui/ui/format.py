@@ -1,0 +1,49 @@
+"""Compact number and time formats for narrow panels."""
+
+from __future__ import annotations
+
+import math
+
+
+def fmt_value(value: float | None) -> str:
+    """A metric value in at most ~9 cells: 4 significant digits, nan/inf spelled out."""
+    if value is None:
+        return "—"
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.4g}"
+
+
+def fmt_count(value: float) -> str:
+    """1234 -> 1,234; 123456 -> 123.5k; 12345678 -> 12.35M."""
+    value = float(value)
+    if abs(value) < 10_000:
+        return f"{value:,.0f}"
+    if abs(value) < 1_000_000:
+        return f"{value / 1e3:.1f}k"
+    if abs(value) < 1_000_000_000:
+        return f"{value / 1e6:.2f}M"
+    return f"{value / 1e9:.2f}G"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """Seconds as m:ss or h:mm:ss; — when unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return "—"
+    seconds = int(max(0.0, seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def fmt_bytes(value: int | None) -> str:
+    if value is None:
+        return "—"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"

@@ -1,0 +1,8 @@
+"""The dashboard's screens: the main one and its dialogs."""
+
+from rltui.ui.screens.dashboard import DashboardScreen
+from rltui.ui.screens.editor import HParamEditor
+from rltui.ui.screens.help import HelpScreen
+from rltui.ui.screens.quit import QuitConfirm
+
+__all__ = ["DashboardScreen", "HParamEditor", "HelpScreen", "QuitConfirm"]

@@ -1,0 +1,119 @@
+"""The main screen: status lines, sparklines, chart, hyperparameters, devices, events.
+
+Layout (app.tcss): on a large terminal (>= 120x36, breakpoint classes -wide and -tall)
+every panel is visible: sparklines and the chart on top, hyperparameters, devices and
+events below. On a smaller one (down to 80x24) the sparklines span the top, the chart
+sits bottom left and one side panel bottom right; `v` cycles which.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Container
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from rltui.config import RunConfig
+from rltui.session import MetricsSnapshot, SessionEvent, SessionState
+from rltui.session.devices import DeviceStats
+from rltui.ui.widgets import DevicePanel, EventsLog, HParamsPanel, MetricChart, MetricsPanel, StatusBar
+
+SIDE_PANELS = ("events", "hparams", "devices")
+
+
+class DashboardScreen(Screen):
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
+
+    # Actions live on the app (it owns the session); these keys only work while this
+    # screen is on top, so they never fire behind a dialog.
+    BINDINGS = [
+        Binding("p", "app.pause", "Pause", tooltip="pause training at the next chunk boundary"),
+        Binding("p", "app.resume", "Resume", tooltip="resume training"),
+        Binding("space", "app.pause", "Pause", show=False),
+        Binding("space", "app.resume", "Resume", show=False),
+        Binding("e", "app.edit_hparams", "Edit", tooltip="edit a hyperparameter (applied live, no recompile)"),
+        Binding("s", "app.save_checkpoint", "Save", tooltip="save a checkpoint at the next chunk boundary"),
+        Binding("c", "cycle_chart", "Chart", tooltip="chart the next metric"),
+        Binding("v", "cycle_side_panel", "Panel", tooltip="show the next side panel (events, hyperparameters, devices)"),
+        Binding("x", "app.save_svg", "SVG", tooltip="save an SVG screenshot into the run directory"),
+        Binding("question_mark", "app.help", "Help", tooltip="this help"),
+        Binding("q", "app.quit", "Quit", tooltip="quit (asks first while training runs; stops the run)"),
+    ]
+
+    side_panel: reactive[str] = reactive("events")
+
+    def __init__(self, config: RunConfig, *, chart_interval: float = 0.5):
+        super().__init__(id="dashboard")
+        self.config = config
+        self.chart_interval = chart_interval
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        with Container(id="body"):
+            yield MetricsPanel(id="metrics")
+            yield MetricChart(id="chart", min_interval=self.chart_interval)
+            yield HParamsPanel(self.config, id="hparams", classes="side-panel")
+            yield DevicePanel(id="devices", classes="side-panel")
+            yield EventsLog(id="events", classes="side-panel")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.watch_side_panel(self.side_panel)
+
+    # --- views of the parts -------------------------------------------------------------
+    @property
+    def status(self) -> StatusBar:
+        return self.query_one(StatusBar)
+
+    @property
+    def chart(self) -> MetricChart:
+        return self.query_one(MetricChart)
+
+    @property
+    def events_log(self) -> EventsLog:
+        return self.query_one(EventsLog)
+
+    @property
+    def hparams_panel(self) -> HParamsPanel:
+        return self.query_one(HParamsPanel)
+
+    @property
+    def device_panel(self) -> DevicePanel:
+        return self.query_one(DevicePanel)
+
+    @property
+    def shows_all_panels(self) -> bool:
+        return self.has_class("-wide") and self.has_class("-tall")
+
+    # --- updates from the app -----------------------------------------------------------
+    def show_snapshot(self, snapshot: MetricsSnapshot) -> None:
+        self.status.snapshot = snapshot
+        self.query_one(MetricsPanel).show(snapshot.history)
+        self.chart.show(snapshot.history_env_steps, snapshot.history)
+        self.hparams_panel.values = snapshot.hparams
+
+    def show_state(self, state: SessionState, message: str | None, pending: str | None) -> None:
+        status = self.status
+        status.state, status.state_message, status.pending = state, message, pending
+
+    def add_event(self, event: SessionEvent) -> None:
+        self.events_log.add(event)
+
+    def show_devices(self, stats: DeviceStats) -> None:
+        self.device_panel.stats = stats
+
+    # --- actions ----------------------------------------------------------------------
+    def action_cycle_chart(self) -> None:
+        self.chart.cycle()
+
+    def action_cycle_side_panel(self) -> None:
+        self.side_panel = SIDE_PANELS[(SIDE_PANELS.index(self.side_panel) + 1) % len(SIDE_PANELS)]
+        if self.shows_all_panels:
+            self.notify("All panels are visible at this size.", timeout=2)
+
+    def watch_side_panel(self, panel: str) -> None:
+        for name in SIDE_PANELS:
+            self.set_class(name == panel, f"-side-{name}")

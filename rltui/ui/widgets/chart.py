@@ -1,0 +1,121 @@
+"""A plotext chart of one metric against env steps, with a marker at each hyperparameter
+edit; `cycle()` moves to the next metric."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Mapping, Sequence
+
+from textual.reactive import reactive
+from textual_plotext import PlotextPlot
+
+# (metric, title) that the chart can show, in cycling order.
+CHART_METRICS = (
+    ("episode_return", "episode return"),
+    ("episode_length", "episode length"),
+    ("policy_loss", "policy loss"),
+    ("value_loss", "value loss"),
+    ("entropy", "entropy"),
+    ("approx_kl", "approx KL"),
+    ("clip_frac", "clip fraction"),
+    ("grad_norm", "grad norm"),
+    ("lr", "learning rate"),
+    ("sps", "env steps per second"),
+)
+_TITLES = dict(CHART_METRICS)
+
+
+def downsample(xs: Sequence[float], ys: Sequence[float], buckets: int) -> tuple[list[float], list[float]]:
+    """Mean of x and y over `buckets` equal runs of finite points. Plotting 4096 points
+    into 100 columns costs plotext tens of milliseconds on the UI thread for nothing."""
+    points = [(x, y) for x, y in zip(xs, ys) if math.isfinite(y)]
+    if len(points) <= buckets:
+        return [p[0] for p in points], [p[1] for p in points]
+    out_x, out_y = [], []
+    size = len(points) / buckets
+    for i in range(buckets):
+        chunk = points[int(i * size) : int((i + 1) * size)] or points[int(i * size) : int(i * size) + 1]
+        out_x.append(sum(p[0] for p in chunk) / len(chunk))
+        out_y.append(sum(p[1] for p in chunk) / len(chunk))
+    return out_x, out_y
+
+
+class MetricChart(PlotextPlot):
+    """Redrawn at most every `min_interval` seconds: plotext runs on the UI thread, and
+    snapshots can arrive faster than a chart is worth redrawing."""
+
+    COMPONENT_CLASSES = {"metric-chart--line", "metric-chart--edit"}
+
+    metric: reactive[str] = reactive("episode_return")
+
+    def __init__(self, *, min_interval: float = 0.5, clock=time.monotonic, **kwargs):
+        super().__init__(**kwargs)
+        self.min_interval = min_interval
+        self._clock = clock
+        self._steps: Sequence[int] = ()
+        self._history: Mapping[str, Sequence[float]] = {}
+        self.edit_steps: list[int] = []
+        self._last_draw = -math.inf
+        self._redraw_timer = None
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        # Line colours come from the theme through the component classes in app.tcss.
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.redraw())
+        self.redraw()
+
+    @property
+    def title(self) -> str:
+        return f"{_TITLES.get(self.metric, self.metric)} vs env steps"
+
+    def cycle(self) -> str:
+        names = [name for name, _ in CHART_METRICS]
+        self.metric = names[(names.index(self.metric) + 1) % len(names)] if self.metric in names else names[0]
+        return self.metric
+
+    def watch_metric(self) -> None:
+        self.border_title = f"{self.title} [c: next]"
+        if self.is_mounted:
+            self.redraw()
+
+    def show(self, steps: Sequence[int], history: Mapping[str, Sequence[float]]) -> None:
+        self._steps, self._history = steps, history
+        self._schedule()
+
+    def add_edit(self, env_steps: int) -> None:
+        self.edit_steps.append(env_steps)
+        count = len(self.edit_steps)
+        self.border_subtitle = f"│ = hyperparameter edit ({count})"
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self.is_mounted:
+            return
+        wait = self._last_draw + self.min_interval - self._clock()
+        if wait <= 0:
+            self.redraw()
+        elif self._redraw_timer is None:
+            self._redraw_timer = self.set_timer(wait, self._timed_redraw)
+
+    def _timed_redraw(self) -> None:
+        self._redraw_timer = None
+        self.redraw()
+
+    def _colour(self, component: str) -> tuple[int, int, int] | None:
+        colour = self.get_component_rich_style(component).color
+        return colour.get_truecolor() if colour is not None else None
+
+    def redraw(self) -> None:
+        self._last_draw = self._clock()
+        plt = self.plt
+        plt.clear_data()
+        ys = self._history.get(self.metric, ())
+        xs, ys = downsample(self._steps[-len(ys) :] if ys else (), ys, max(16, 2 * self.size.width))
+        if xs:
+            plt.plot(xs, ys, marker="braille", color=self._colour("metric-chart--line"))
+            edit_colour = self._colour("metric-chart--edit")
+            for step in self.edit_steps:
+                if self._steps[0] <= step <= self._steps[-1]:
+                    plt.vertical_line(step, color=edit_colour)
+        self.refresh()

@@ -1,0 +1,65 @@
+"""The hyperparameters panel: live values of the dynamic ones (and edits not applied
+yet), then the static configuration, dimmed: changing it means a new run."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.reactive import reactive
+from textual.widgets import Label, Static
+
+from rltui.config import KEYS, RunConfig
+from rltui.ui.format import fmt_value
+from trainers.hparams import EDITABLE_HPARAMS
+
+
+def _static_value(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+class HParamsPanel(VerticalScroll):
+    values: reactive[Mapping[str, float]] = reactive(dict, always_update=True)
+    pending: reactive[Mapping[str, float]] = reactive(dict, always_update=True)
+
+    def __init__(self, config: RunConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="hp-dynamic", markup=False)
+        yield Label("static: restart to change", id="hp-static-title")
+        width = max(len(k) for k in KEYS)
+        lines = [
+            f"{key:<{width}} {_static_value(getattr(self.config, key))}" for key, info in KEYS.items() if not info.dynamic
+        ]
+        yield Static("\n".join(lines), id="hp-static", markup=False)
+
+    def on_mount(self) -> None:
+        self.border_title = "hyperparameters [e: edit]"
+        self._show()
+
+    def watch_values(self) -> None:
+        self._show()
+
+    def watch_pending(self) -> None:
+        self._show()
+
+    def _show(self) -> None:
+        if not self.is_mounted:
+            return
+        width = max(len(k) for k in EDITABLE_HPARAMS)
+        lines = []
+        for name in EDITABLE_HPARAMS:
+            line = f"{name:<{width}} {fmt_value(self.values.get(name))}"
+            if name in self.pending and self.pending[name] != self.values.get(name):
+                line += f" → {fmt_value(self.pending[name])} (next chunk)"
+            lines.append(line)
+        self.query_one("#hp-dynamic", Static).update("\n".join(lines))

@@ -1,0 +1,92 @@
+"""Sparklines of the training metrics, each labelled with its current, min and max value."""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import Label, Sparkline
+
+from rltui.ui.format import fmt_value
+
+# (metric, label) in display order.
+SPARKLINE_METRICS = (
+    ("episode_return", "return"),
+    ("policy_loss", "π loss"),
+    ("value_loss", "V loss"),
+    ("entropy", "entropy"),
+    ("approx_kl", "KL"),
+    ("lr", "lr"),
+)
+
+
+def _mean(values: Sequence[float]) -> float:
+    # Each bar stands for many updates; their mean shows the trend, a max would show spikes.
+    return sum(values) / len(values)
+
+
+class MetricSparkline(Widget):
+    """One metric: name, `current (min…max)` and a Sparkline of its finite history.
+
+    Textual's Sparkline crashes on NaN or inf, and NaN is routine here (an update in which
+    no episode finished has no mean return), so only finite values reach it. The current
+    value shows the latest finite one, except that a non-finite loss is shown as is (and
+    flagged): that is a divergence the user must see.
+    """
+
+    series: reactive[tuple[float, ...]] = reactive((), always_update=True)
+
+    def __init__(self, metric: str, label: str, *, skip_nonfinite_current: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.metric = metric
+        self.label = label
+        # episode_return is NaN whenever no episode finished: not worth flagging.
+        self.skip_nonfinite_current = skip_nonfinite_current
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="metric-head"):
+            yield Label(self.label, classes="metric-name", markup=False)
+            yield Label("—", classes="metric-stats", markup=False)
+        yield Sparkline([], summary_function=_mean, classes="metric-spark")
+
+    def watch_series(self, series: tuple[float, ...]) -> None:
+        if not self.is_mounted:
+            return
+        finite = [v for v in series if math.isfinite(v)]
+        stats = self.query_one(".metric-stats", Label)
+        latest = series[-1] if series else None
+        if latest is not None and not math.isfinite(latest) and self.skip_nonfinite_current:
+            latest = finite[-1] if finite else None
+        nonfinite = latest is not None and not math.isfinite(latest)
+        if finite:
+            text = f"{fmt_value(latest)} ({fmt_value(min(finite))}…{fmt_value(max(finite))})"
+        else:
+            text = fmt_value(latest)
+        stats.update(text, layout=False)
+        stats.set_class(nonfinite, "-nonfinite")
+        self.query_one(Sparkline).data = finite
+
+    @property
+    def stats_text(self) -> str:
+        return str(self.query_one(".metric-stats", Label).content)
+
+
+class MetricsPanel(Vertical):
+    """The six sparklines, fed from each snapshot's history."""
+
+    def compose(self) -> ComposeResult:
+        for metric, label in SPARKLINE_METRICS:
+            yield MetricSparkline(
+                metric, label, skip_nonfinite_current=(metric == "episode_return"), id=f"spark-{metric}"
+            )
+
+    def on_mount(self) -> None:
+        self.border_title = "metrics: current (min…max)"
+
+    def show(self, history: Mapping[str, tuple[float, ...]]) -> None:
+        for metric, _ in SPARKLINE_METRICS:
+            self.query_one(f"#spark-{metric}", MetricSparkline).series = tuple(history.get(metric, ()))

@@ -1,0 +1,95 @@
+"""The two status lines at the top: what runs where, its state, and its progress."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import Label
+
+from rltui.session import MetricsSnapshot, SessionState
+from rltui.ui.format import fmt_count, fmt_duration
+
+# What the user asked for but the session has not confirmed yet: shown instead of the
+# state until the session reports the state it leads to.
+PENDING_LABELS = {"pausing": "pausing...", "resuming": "resuming...", "stopping": "stopping..."}
+
+
+class StatusBar(Widget):
+    """Line 1: state badge, env, algorithm, devices, run name. Line 2: update, env steps,
+    SPS, elapsed, ETA (from the latest snapshot)."""
+
+    run_info: reactive[str] = reactive("")
+    state: reactive[SessionState] = reactive(SessionState.IDLE)
+    state_message: reactive[str | None] = reactive(None)
+    pending: reactive[str | None] = reactive(None)
+    compile_seconds: reactive[float] = reactive(0.0)
+    # Snapshots compare field by field (whole histories); always_update skips that.
+    snapshot: reactive[MetricsSnapshot | None] = reactive(None, always_update=True)
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="status-top"):
+            yield Label(id="state-badge", markup=False)
+            yield Label(id="run-info", markup=False)
+        yield Label(id="progress", markup=False)
+
+    def on_mount(self) -> None:
+        self._show_state()
+        self._show_progress()
+
+    @property
+    def state_text(self) -> str:
+        if self.pending in PENDING_LABELS:
+            return PENDING_LABELS[self.pending]
+        if self.state is SessionState.COMPILING:
+            return f"compiling {self.compile_seconds:.0f} s"
+        return self.state.value
+
+    def watch_run_info(self, text: str) -> None:
+        if self.is_mounted:
+            self.query_one("#run-info", Label).update(text, layout=False)
+
+    def watch_state(self) -> None:
+        self._show_state()
+
+    def watch_state_message(self) -> None:
+        self._show_state()
+
+    def watch_pending(self) -> None:
+        self._show_state()
+
+    def watch_compile_seconds(self) -> None:
+        self._show_state()
+
+    def watch_snapshot(self) -> None:
+        self._show_progress()
+
+    def _show_state(self) -> None:
+        if not self.is_mounted:
+            return
+        badge = self.query_one("#state-badge", Label)
+        text = self.state_text
+        if self.state in (SessionState.ERROR, SessionState.PAUSED) and self.state_message and not self.pending:
+            text = f"{text}: {self.state_message}"
+        badge.update(f" {text} ")
+        for state in SessionState:
+            badge.set_class(self.state is state and not self.pending, f"-{state.value}")
+        badge.set_class(bool(self.pending), "-pending")
+
+    def _show_progress(self) -> None:
+        if not self.is_mounted:
+            return
+        snap = self.snapshot
+        label = self.query_one("#progress", Label)
+        if snap is None:
+            label.update("waiting for the first update…", layout=False)
+            return
+        parts = [
+            f"update {snap.update:,}/{snap.total_updates:,}",
+            f"{fmt_count(snap.env_steps)}/{fmt_count(snap.total_env_steps)} steps",
+            f"{fmt_count(snap.sps)} SPS",
+            f"elapsed {fmt_duration(snap.elapsed)}",
+            f"ETA {fmt_duration(snap.eta_seconds)}",
+        ]
+        label.update(" · ".join(parts), layout=False)

@@ -1,0 +1,216 @@
+"""Checkpoint files (rltui.session.checkpoints) and the session's save / resume / rollback."""
+
+import errno
+import json
+import math
+import threading
+
+import pytest
+
+from rltui.session import Pause, Resume, SaveCheckpoint, SessionListener, SessionState, Stop, TrainingSession
+from rltui.session.backend import NonFiniteState
+from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore, resolve_checkpoint
+from rltui.session.commands import Rollback
+from rltui.session import checkpoints as checkpoints_module
+from trainers.hparams import DynamicHParams
+
+
+class CountingBackend:
+    """Pure-Python backend whose whole state is a counter; NaN losses from `bad_from` on."""
+
+    steps_per_update = 8
+    max_chunk_updates = 4
+
+    def __init__(self, bad_from=None):
+        self.counter = 0
+        self.bad_from = bad_from
+        self.gate = threading.Semaphore(0)
+        self.gated = False
+
+    def build(self, hparams):
+        pass
+
+    def run_chunk(self, num_updates, hparams):
+        if self.gated:
+            self.gate.acquire(timeout=10)
+        rows = []
+        for _ in range(num_updates):
+            self.counter += 1
+            bad = self.bad_from is not None and self.counter >= self.bad_from
+            rows.append({"policy_loss": math.nan if bad else 0.1, "value_loss": 0.2, "entropy": 0.5, "grad_norm": 1.0})
+        return rows
+
+    def describe(self):
+        return {"algo": "fake", "devices": ["cpu:0"], "device_kind": "cpu", "static": {}}
+
+    def encode_checkpoint(self, metadata):
+        if self.bad_from is not None and self.counter >= self.bad_from:
+            raise NonFiniteState("nan")
+        return json.dumps({"counter": self.counter, "metadata": metadata}).encode()
+
+    def restore_checkpoint(self, data):
+        payload = json.loads(data)
+        self.counter = payload["counter"]
+        return payload["metadata"]
+
+
+class Events(SessionListener):
+    def __init__(self):
+        self.events = []
+
+    def on_event(self, event):
+        self.events.append(event)
+
+    def kinds(self):
+        return [e.kind for e in self.events]
+
+
+def run_session(tmp_path, backend, total, **kwargs):
+    store = CheckpointStore.for_run(tmp_path, keep=kwargs.pop("keep", 3))
+    session = TrainingSession(backend, DynamicHParams(), total, checkpoints=store, **kwargs)
+    events = Events()
+    session.add_listener(events)
+    return session, store, events
+
+
+def test_store_writes_atomically_keeps_last_n_and_cleans_stale_temps(tmp_path):
+    store = CheckpointStore(tmp_path / "ck", keep=2)
+    store.prepare()
+    (tmp_path / "ck" / ".tmp-checkpoint-stale").write_bytes(b"half a checkpoint")
+    store.prepare()
+    assert list((tmp_path / "ck").iterdir()) == []
+    for update in (1, 2, 3):
+        store.save(f"state {update}".encode(), update)
+    assert [p.name for p in store.paths()] == ["checkpoint-000000002.msgpack", "checkpoint-000000003.msgpack"]
+    assert store.latest().read_bytes() == b"state 3"
+
+
+def test_disk_full_during_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
+    store = CheckpointStore(tmp_path, keep=3)
+    store.save(b"good", 1)
+
+    def full_disk(f, data):
+        f.write(data[:3])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoints_module, "write_all", full_disk)
+    with pytest.raises(OSError):
+        store.save(b"newer", 2)
+    assert [p.name for p in store.paths()] == ["checkpoint-000000001.msgpack"]
+    assert store.latest().read_bytes() == b"good"
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_session_reports_disk_full_and_keeps_training(tmp_path, monkeypatch):
+    backend = CountingBackend()
+    session, store, events = run_session(tmp_path, backend, 12, checkpoint_policy=CheckpointPolicy(every_updates=4))
+
+    calls = []
+
+    def sometimes_full(f, data):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        f.write(data)
+
+    monkeypatch.setattr(checkpoints_module, "write_all", sometimes_full)
+    session.start()
+    assert session.join(10)
+    assert session.state is SessionState.FINISHED and session.updates_done == 12
+    warnings = [e.message for e in events.events if e.kind == "warning"]
+    assert any("No space left" in w for w in warnings)
+    assert store.latest().name == "checkpoint-000000012.msgpack"
+
+
+def test_periodic_requested_and_final_checkpoints(tmp_path):
+    backend = CountingBackend()
+    backend.gated = True
+    session, store, events = run_session(tmp_path, backend, 40, checkpoint_policy=CheckpointPolicy(every_updates=8))
+    session.start()
+    backend.gate.release()  # first chunk: 1 update
+    session.submit(SaveCheckpoint())
+    for _ in range(40):
+        backend.gate.release()
+    assert session.join(10)
+    saved = [e for e in events.events if e.kind == "checkpoint"]
+    reasons = [e.data["reason"] for e in saved]
+    assert reasons[0] == "requested" and reasons[-1] == "final" and "periodic" in reasons
+    assert saved[-1].update == 40
+    metadata = json.loads(store.latest().read_bytes())["metadata"]
+    assert metadata["update"] == 40 and metadata["env_steps"] == 320
+    assert {"jax", "flax", "optax", "gymnax", "rltui"} <= set(metadata["versions"])
+    assert len(store.paths()) <= 3
+
+
+def test_nan_pauses_and_never_writes_a_checkpoint_of_the_diverged_state(tmp_path):
+    backend = CountingBackend(bad_from=6)
+    session, store, events = run_session(tmp_path, backend, 100, checkpoint_policy=CheckpointPolicy(every_updates=2))
+    session.start()
+    for _ in range(200):
+        if session.state is SessionState.PAUSED:
+            break
+        session.join(0.02)
+    assert session.state is SessionState.PAUSED and session.nonfinite
+    session.submit(SaveCheckpoint())
+    session.submit(Stop())
+    assert session.join(10)
+    latest = json.loads(store.latest().read_bytes())
+    assert latest["counter"] < 6  # every checkpoint predates the divergence
+    assert "nonfinite" in events.kinds()
+
+
+def test_rollback_restores_latest_checkpoint_and_keeps_edited_hparams(tmp_path):
+    backend = CountingBackend(bad_from=6)
+    session, store, events = run_session(tmp_path, backend, 100, checkpoint_policy=CheckpointPolicy(every_updates=2))
+    session.start()
+    for _ in range(200):
+        if session.state is SessionState.PAUSED:
+            break
+        session.join(0.02)
+    assert session.nonfinite
+    good = json.loads(store.latest().read_bytes())["counter"]
+    backend.bad_from = None  # the lower learning rate "fixes" training
+    from rltui.session import SetHParams
+
+    session.submit(SetHParams({"lr": 1e-5}))
+    session.submit(Rollback())
+    session.submit(Resume())
+    assert session.join(10)
+    assert session.state is SessionState.FINISHED
+    rolled = [e for e in events.events if e.kind == "rolled back"]
+    assert rolled and rolled[0].update == good
+    assert float(session.hparams.lr) == pytest.approx(1e-5)
+    assert session.updates_done == 100
+
+
+def test_resume_continues_update_count_and_edit_log(tmp_path):
+    backend = CountingBackend()
+    session, store, _ = run_session(tmp_path, backend, 10)
+    from rltui.session import SetHParams
+
+    session.submit(SetHParams({"gamma": 0.9}))
+    session.start()
+    assert session.join(10)
+    data = store.latest().read_bytes()
+
+    second = CountingBackend()
+    resumed, _, events = run_session(tmp_path, second, 16, resume=data)
+    resumed.start()
+    assert resumed.join(10)
+    assert second.counter == 16  # restored at 10, then 6 more
+    assert resumed.updates_done == 16
+    assert [e.update for e in events.events if e.kind == "resumed"] == [10]
+    metadata = json.loads(CheckpointStore.for_run(tmp_path).latest().read_bytes())["metadata"]
+    assert metadata["edits"][0]["changes"] == {"gamma": 0.9}
+
+
+def test_resolve_checkpoint(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such"):
+        resolve_checkpoint(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match="holds no checkpoints"):
+        resolve_checkpoint(tmp_path)
+    store = CheckpointStore.for_run(tmp_path)
+    store.save(b"a", 5)
+    store.save(b"b", 7)
+    assert resolve_checkpoint(tmp_path).name == "checkpoint-000000007.msgpack"
+    assert resolve_checkpoint(store.paths()[0]).name == "checkpoint-000000005.msgpack"

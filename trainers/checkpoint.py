@@ -1,0 +1,146 @@
+"""Training state <-> bytes: flax msgpack serialization (never pickle) plus metadata.
+
+The state is stored device-count independent: params, optimizer state, RNG key and counter
+once (they are identical on every device), environment states and observations merged
+along a global env axis. A file is one msgpack map:
+
+    {"format": "rltui-checkpoint", "version": 1, "metadata": <JSON text>,
+     "sha256": <hex digest of state>, "state": <flax msgpack bytes>}
+
+so `rltui info` can read the metadata without touching the arrays, and corruption inside
+the arrays is caught by the digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import jax
+import msgpack
+import numpy as np
+from flax import serialization
+
+from trainers.types import TrainState
+
+FORMAT = "rltui-checkpoint"
+VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used; the message says why in one line."""
+
+
+def to_portable(state: TrainState) -> TrainState:
+    """Device-stacked state (leading device axis) -> host state with one global env axis."""
+    # Copies: on CPU, device_get may alias device buffers that a donating call later reuses.
+    host = jax.tree.map(lambda x: np.array(x, copy=True), jax.device_get(state))
+
+    def merge_envs(x):
+        x = np.asarray(x)
+        return x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:])
+
+    first = lambda tree: jax.tree.map(lambda x: np.asarray(x)[0], tree)  # noqa: E731
+    return TrainState(
+        params=first(host.params),
+        opt_state=first(host.opt_state),
+        env_state=jax.tree.map(merge_envs, host.env_state),
+        obs=merge_envs(host.obs),
+        key=np.asarray(host.key)[0],
+        update_idx=np.asarray(host.update_idx)[0],
+    )
+
+
+def from_portable(portable: TrainState, num_devices: int) -> TrainState:
+    """Host portable state -> host arrays with a leading device axis, ready to place."""
+
+    def split_envs(x):  # a copy: placed arrays may alias host memory that training donates
+        x = np.array(x, copy=True)
+        return x.reshape((num_devices, x.shape[0] // num_devices) + x.shape[1:])
+
+    replicate = lambda tree: jax.tree.map(lambda x: np.stack([np.asarray(x)] * num_devices), tree)  # noqa: E731
+    return TrainState(
+        params=replicate(portable.params),
+        opt_state=replicate(portable.opt_state),
+        env_state=jax.tree.map(split_envs, portable.env_state),
+        obs=split_envs(portable.obs),
+        key=replicate(portable.key),
+        update_idx=replicate(portable.update_idx),
+    )
+
+
+def encode(portable: TrainState, metadata: dict[str, Any]) -> bytes:
+    state_bytes = serialization.msgpack_serialize(serialization.to_state_dict(portable))
+    return msgpack.packb(
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "metadata": json.dumps(metadata, sort_keys=True),
+            "sha256": hashlib.sha256(state_bytes).hexdigest(),
+            "state": state_bytes,
+        },
+        use_bin_type=True,
+    )
+
+
+def _unpack(data: bytes) -> dict[str, Any]:
+    try:
+        outer = msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except Exception as err:  # msgpack raises several types for truncated/garbage input
+        raise CheckpointError(f"not a readable checkpoint (truncated or corrupted: {type(err).__name__})") from None
+    if not isinstance(outer, dict) or outer.get("format") != FORMAT:
+        raise CheckpointError("not an rltui checkpoint")
+    version = outer.get("version")
+    if not isinstance(version, int) or version > VERSION:
+        raise CheckpointError(
+            f"checkpoint format version {version} is newer than this rltui understands ({VERSION}); upgrade rltui"
+        )
+    for field, kind in (("metadata", str), ("sha256", str), ("state", bytes)):
+        if not isinstance(outer.get(field), kind):
+            raise CheckpointError(f"checkpoint is missing its {field}")
+    return outer
+
+
+def read_metadata(data: bytes) -> dict[str, Any]:
+    outer = _unpack(data)
+    try:
+        return json.loads(outer["metadata"])
+    except ValueError:
+        raise CheckpointError("checkpoint metadata is corrupted") from None
+
+
+def decode(data: bytes, template: TrainState) -> tuple[TrainState, dict[str, Any]]:
+    """Restore into the structure of `template` (a portable state of the same trainer);
+    shapes and dtypes must match exactly."""
+    outer = _unpack(data)
+    if hashlib.sha256(outer["state"]).hexdigest() != outer["sha256"]:
+        raise CheckpointError("checkpoint is corrupted (checksum mismatch)")
+    metadata = read_metadata(data)
+    try:
+        state_dict = serialization.msgpack_restore(outer["state"])
+        restored = serialization.from_state_dict(template, state_dict)
+    except Exception as err:
+        raise CheckpointError(f"checkpoint does not fit this trainer: {err}") from None
+    _check_shapes(template, restored)
+    return restored, metadata
+
+
+def _check_shapes(template: TrainState, restored: TrainState) -> None:
+    want = jax.tree_util.tree_leaves_with_path(template)
+    got = jax.tree.leaves(restored)
+    if len(want) != len(got):
+        raise CheckpointError("checkpoint does not fit this trainer: different state structure")
+    for (path, a), b in zip(want, got):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            name = jax.tree_util.keystr(path)
+            raise CheckpointError(
+                f"checkpoint does not fit this trainer: {name} is {b.dtype}{list(b.shape)}, expected {a.dtype}{list(a.shape)}"
+            )
+
+
+def is_finite(portable: TrainState) -> bool:
+    """True when every float in params and optimizer state is finite (never save NaNs)."""
+    leaves = jax.tree.leaves((portable.params, portable.opt_state))
+    return all(np.all(np.isfinite(x)) for x in map(np.asarray, leaves) if np.issubdtype(x.dtype, np.floating))
