@@ -62,6 +62,14 @@ def sample_action(key: jax.Array, policy_out: jax.Array, log_std: jax.Array, dis
     return policy_out + jnp.exp(log_std) * noise
 
 
+def action_from_noise(noise: jax.Array, policy_out: jax.Array, log_std: jax.Array, discrete: bool) -> jax.Array:
+    """A sample given pre-drawn noise: Gumbel-max for the categorical, mean + std * N(0, 1)
+    for the Gaussian. Lets a rollout draw all its randomness in one batched call."""
+    if discrete:
+        return jnp.argmax(policy_out + noise, axis=-1)
+    return policy_out + jnp.exp(log_std) * noise
+
+
 def log_prob(policy_out: jax.Array, log_std: jax.Array, action: jax.Array, discrete: bool) -> jax.Array:
     if discrete:
         logp = jax.nn.log_softmax(policy_out, axis=-1)

@@ -32,17 +32,22 @@ def env_action(spec: EnvSpec, action: jax.Array) -> jax.Array:
     return jnp.clip(action, spec.action_low, spec.action_high)
 
 
-def _rollout_step(carry, _, *, params, env_ids, num_global_envs: int, spec: EnvSpec, apply_fn: ApplyFn):
-    env_state, obs, key = carry
-    key, step_key = jax.random.split(key)
-    keys = env_keys(step_key, env_ids, num_global_envs, per_env=2)
+def _policy_noise(key: jax.Array, spec: EnvSpec) -> jax.Array:
+    """Noise for `networks.action_from_noise`: Gumbel for the categorical, standard normal
+    for the Gaussian."""
+    sample = jax.random.gumbel if spec.discrete else jax.random.normal
+    return sample(key, (spec.num_actions,), jnp.float32)
+
+
+def _rollout_step(carry, xs, *, params, spec: EnvSpec, apply_fn: ApplyFn):
+    env_state, obs = carry
+    noise, step_key = xs
     policy_out, log_std, value = apply_fn(params, obs)
-    sample = jax.vmap(networks.sample_action, in_axes=(0, 0, None, None))
-    action = sample(keys[:, 0], policy_out, log_std, spec.discrete)
+    action = networks.action_from_noise(noise, policy_out, log_std, spec.discrete)
     log_prob = networks.log_prob(policy_out, log_std, action, spec.discrete)
     step = jax.vmap(spec.env.step, in_axes=(0, 0, 0, None))
     next_obs, env_state, reward, terminated, truncated, info = step(
-        keys[:, 1], env_state, env_action(spec, action), spec.params
+        step_key, env_state, env_action(spec, action), spec.params
     )
     transition = Transition(
         obs=obs,
@@ -56,18 +61,27 @@ def _rollout_step(carry, _, *, params, env_ids, num_global_envs: int, spec: EnvS
         episode_return=info["returned_episode_returns"],
         episode_length=info["returned_episode_lengths"],
     )
-    return (env_state, next_obs, key), transition
+    return (env_state, next_obs), transition
 
 
 def rollout(
     params, env_state, obs, key, env_ids, *, num_global_envs: int, spec: EnvSpec, apply_fn: ApplyFn, num_steps: int
 ):
     """Run `num_steps` steps in each env of `env_ids` (contiguous global indices).
-    Returns (env_state, obs, key, Transition[time, env])."""
-    step = functools.partial(
-        _rollout_step, params=params, env_ids=env_ids, num_global_envs=num_global_envs, spec=spec, apply_fn=apply_fn
-    )
-    (env_state, obs, key), traj = jax.lax.scan(step, (env_state, obs, key), None, length=num_steps)
+    Returns (env_state, obs, key, Transition[time, env]).
+
+    All keys of the rollout (and the policy's sampling noise) are drawn before the time scan,
+    in a few batched RNG calls instead of several per step: on CPU each RNG call is a small
+    loop, and per-op overhead dominates at few envs. Each env's keys still come from its
+    global index, so results do not depend on how envs are split over devices.
+    """
+
+    step_keys = jax.random.split(key, num_steps + 1)
+    key, step_keys = step_keys[0], step_keys[1:]
+    keys = jax.vmap(lambda k: env_keys(k, env_ids, num_global_envs, per_env=2))(step_keys)  # (time, env, 2)
+    noise = jax.vmap(jax.vmap(lambda k: _policy_noise(k, spec)))(keys[:, :, 0])
+    step = functools.partial(_rollout_step, params=params, spec=spec, apply_fn=apply_fn)
+    (env_state, obs), traj = jax.lax.scan(step, (env_state, obs), (noise, keys[:, :, 1]))
     return env_state, obs, key, traj
 
 
