@@ -10,12 +10,13 @@ EXIT_USAGE = 2
 
 
 def _load(path_arg: str) -> tuple[Path, bytes, dict]:
-    from rltui.session.checkpoints import resolve_checkpoint
-    from trainers.checkpoint import read_metadata
+    from rltui.launch import LaunchError, load_verified_checkpoint
+    from trainers.checkpoint import CheckpointError
 
-    path = resolve_checkpoint(Path(path_arg))
-    data = path.read_bytes()
-    return path, data, read_metadata(data)
+    try:
+        return load_verified_checkpoint(Path(path_arg), "checkpoint")
+    except LaunchError as err:
+        raise CheckpointError(str(err)) from None
 
 
 def _fail(message: str) -> int:
@@ -31,6 +32,7 @@ def cmd_info(args) -> int:
     except (OSError, CheckpointError) as err:
         return _fail(str(err))
     print(f"checkpoint   {path}")
+    print("checksum     ok")
     for key in ("trainer", "update", "env_steps", "elapsed", "reason", "created", "device_kind", "device_count"):
         print(f"{key:<12} {metadata.get(key)}")
     print("hparams      " + json.dumps(metadata.get("hparams", {}), sort_keys=True))

@@ -18,23 +18,41 @@ class LaunchError(Exception):
     """Bad input found before training starts: one line for the user, exit code 2."""
 
 
-def _config_and_resume(args) -> tuple[RunConfig, bytes | None, dict | None]:
+def _config_and_resume(args) -> tuple[RunConfig, tuple[Path, bytes, dict] | None]:
     file_values = load_toml(args.config) if args.config else {}
     overrides = parse_overrides(args.overrides)
     if not args.resume:
-        return build_config(file_values, overrides), None, None
-    from rltui.session.checkpoints import resolve_checkpoint
-    from trainers.checkpoint import CheckpointError, read_metadata
+        return build_config(file_values, overrides), None
+    path, data, metadata = load_verified_checkpoint(Path(args.resume), "--resume")
+    config = resume_config(metadata.get("config", {}), metadata.get("hparams", {}), {**file_values, **overrides})
+    return config, (path, data, metadata)
+
+
+def load_verified_checkpoint(path: Path, flag: str) -> tuple[Path, bytes, dict]:
+    """Read and verify (format, version, checksum) a checkpoint file, or the newest valid
+    checkpoint of a run directory, skipping damaged ones with a warning."""
+    from rltui.session.checkpoints import CheckpointStore, resolve_checkpoint
+    from trainers.checkpoint import CheckpointError, verify
 
     try:
-        path = resolve_checkpoint(Path(args.resume))
-        data = path.read_bytes()
-        metadata = read_metadata(data)
-    except (OSError, CheckpointError) as err:
-        raise LaunchError(f"--resume: {err}") from None
-    metadata["_path"] = str(path)
-    config = resume_config(metadata.get("config", {}), metadata.get("hparams", {}), {**file_values, **overrides})
-    return config, data, metadata
+        candidates = [resolve_checkpoint(path)]
+    except OSError as err:
+        raise LaunchError(f"{flag}: {err}") from None
+    if path.is_dir():
+        stores = (CheckpointStore.for_run(path), CheckpointStore(path))
+        candidates = next((s.paths()[::-1] for s in stores if s.paths()), candidates)
+    problems = []
+    for candidate in candidates:
+        try:
+            data = candidate.read_bytes()
+            metadata = verify(data)
+        except (OSError, CheckpointError) as err:
+            problems.append(f"{candidate.name}: {err}")
+            continue
+        for problem in problems:
+            print(f"rltui: warning: skipped damaged checkpoint {problem}", file=sys.stderr)
+        return candidate, data, metadata
+    raise LaunchError(f"{flag}: {'; '.join(problems)}")
 
 
 def _resume_run_dir(checkpoint_path: Path) -> Path:
@@ -63,7 +81,7 @@ def truncate_metrics(run_dir: Path, last_update: int) -> None:
 
 def launch(args) -> int:
     try:
-        config, resume_data, metadata = _config_and_resume(args)
+        config, resume = _config_and_resume(args)
     except (ConfigError, LaunchError) as err:
         return _error(str(err))
 
@@ -88,15 +106,16 @@ def launch(args) -> int:
     from rltui.rundir import prepare_run_dir, write_config
 
     try:
-        if resume_data is not None:
-            run_dir = Path(args.run_dir) if args.run_dir else _resume_run_dir(Path(metadata["_path"]))
+        if resume is not None:
+            path, _, metadata = resume
+            run_dir = Path(args.run_dir) if args.run_dir else _resume_run_dir(path)
             write_config(run_dir, config)
             truncate_metrics(run_dir, int(metadata["update"]))
         else:
             run_dir = prepare_run_dir(config, args.run_dir, name=args.name)
     except (ConfigError, OSError) as err:
         return _error(str(err))
-    session, recorder = build_session(config, devices, run_dir, resume_data)
+    session, recorder = build_session(config, devices, run_dir, resume[1] if resume else None)
     try:
         if args.no_ui:
             from rltui.headless import run_headless

@@ -102,6 +102,15 @@ def _unpack(data: bytes) -> dict[str, Any]:
     return outer
 
 
+def verify(data: bytes) -> dict[str, Any]:
+    """Check format, version and the state's checksum without restoring arrays; return the
+    metadata. Raises CheckpointError."""
+    outer = _unpack(data)
+    if hashlib.sha256(outer["state"]).hexdigest() != outer["sha256"]:
+        raise CheckpointError("checkpoint is corrupted (checksum mismatch)")
+    return read_metadata(data)
+
+
 def read_metadata(data: bytes) -> dict[str, Any]:
     outer = _unpack(data)
     try:
@@ -114,9 +123,7 @@ def decode(data: bytes, template: TrainState) -> tuple[TrainState, dict[str, Any
     """Restore into the structure of `template` (a portable state of the same trainer);
     shapes and dtypes must match exactly."""
     outer = _unpack(data)
-    if hashlib.sha256(outer["state"]).hexdigest() != outer["sha256"]:
-        raise CheckpointError("checkpoint is corrupted (checksum mismatch)")
-    metadata = read_metadata(data)
+    metadata = verify(data)
     try:
         state_dict = serialization.msgpack_restore(outer["state"])
         restored = serialization.from_state_dict(template, state_dict)

@@ -164,7 +164,7 @@ class TrainingSession:
             self._last_save = (self._updates_done, self._clock())
             self._set_state(SessionState.RUNNING)
             self._loop()
-            if self._checkpoints is not None and self._updates_done > self._last_save[0]:
+            if self._checkpoints is not None and self._updates_done > self._last_save[0] and not self.nonfinite:
                 self._save("final")
             if self.stopped_early:
                 self._event("finished", f"stopped at update {self._updates_done}")
@@ -211,6 +211,10 @@ class TrainingSession:
     def _save(self, reason: str) -> None:
         if self._checkpoints is None:
             self._event("warning", "checkpoints are off for this session")
+            return
+        if self.nonfinite:
+            # Losses or gradients went non-finite: even finite params may be ruined.
+            self._event("warning", "checkpoint refused: training diverged; earlier checkpoints kept")
             return
         metadata = checkpoint_metadata(
             run=self._run_metadata,
@@ -288,10 +292,7 @@ class TrainingSession:
             elif isinstance(command, SetHParams):
                 self._apply_hparams(dict(command.changes))
             elif isinstance(command, SaveCheckpoint):
-                if self.nonfinite:
-                    self._event("warning", "checkpoint refused: training diverged; earlier checkpoints kept")
-                else:
-                    self._save("requested")
+                self._save("requested")
             elif isinstance(command, Rollback):
                 self._rollback()
 

@@ -5,15 +5,22 @@ from __future__ import annotations
 import math
 
 
-def fmt_value(value: float | None) -> str:
-    """A metric value in at most ~9 cells: 4 significant digits, nan/inf spelled out."""
+def fmt_value(value: float | None, digits: int = 4) -> str:
+    """A metric value in few cells: `digits` significant digits, small and large numbers
+    as 2.5e-4 rather than 0.00025, nan/inf spelled out."""
     if value is None:
         return "—"
     if math.isnan(value):
         return "nan"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    return f"{value:.4g}"
+    if 10**digits <= abs(value) < 1e6:
+        return f"{value:,.0f}"
+    if value != 0 and not 1e-3 <= abs(value) < 1e6:
+        mantissa, exponent = f"{value:.{digits - 1}e}".split("e")
+        mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa
+        return f"{mantissa}e{int(exponent)}"
+    return f"{value:.{digits}g}"
 
 
 def fmt_count(value: float) -> str:

@@ -141,3 +141,9 @@ def resolve_theme_name(name: str | None, themes: Iterable[Theme] | None = None, 
         if candidate in names:
             return candidate
     raise ValueError(f"--theme: unknown theme {name!r}; available: {', '.join(names)}")
+
+
+def check_theme(name: str | None, user_dir: Path | None = None) -> str:
+    """For the CLI, before anything starts: the registered theme name for `--theme NAME`
+    (the default when None); ValueError with one line listing the available ones."""
+    return resolve_theme_name(name, user_dir=user_dir)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.message import Message
 from textual.containers import Container
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -21,6 +22,7 @@ from rltui.session.devices import DeviceStats
 from rltui.ui.widgets import DevicePanel, EventsLog, HParamsPanel, MetricChart, MetricsPanel, StatusBar
 
 SIDE_PANELS = ("events", "hparams", "devices")
+_PAUSE_HELP = "pause / resume training at the next chunk boundary"
 
 
 class DashboardScreen(Screen):
@@ -30,22 +32,26 @@ class DashboardScreen(Screen):
     # Actions live on the app (it owns the session); these keys only work while this
     # screen is on top, so they never fire behind a dialog.
     BINDINGS = [
-        Binding("p", "app.pause", "Pause", tooltip="pause training at the next chunk boundary"),
-        Binding("p", "app.resume", "Resume", tooltip="resume training"),
-        Binding("space", "app.pause", "Pause", show=False),
-        Binding("space", "app.resume", "Resume", show=False),
+        Binding("p", "app.pause", "Pause", tooltip=_PAUSE_HELP),
+        Binding("p", "app.resume", "Resume", tooltip=_PAUSE_HELP),
+        Binding("space", "app.pause", "Pause", show=False, tooltip=_PAUSE_HELP),
+        Binding("space", "app.resume", "Resume", show=False, tooltip=_PAUSE_HELP),
         Binding("e", "app.edit_hparams", "Edit", tooltip="edit a hyperparameter (applied live, no recompile)"),
         Binding("s", "app.save_checkpoint", "Save", tooltip="save a checkpoint at the next chunk boundary"),
+        Binding("r", "app.rollback", "Rollback", tooltip="roll back to the latest checkpoint (while paused; keeps the hyperparameters)"),
         Binding("c", "cycle_chart", "Chart", tooltip="chart the next metric"),
         Binding("v", "cycle_side_panel", "Panel", tooltip="show the next side panel (events, hyperparameters, devices)"),
-        Binding("x", "app.save_svg", "SVG", tooltip="save an SVG screenshot into the run directory"),
+        Binding("x", "app.save_svg", "SVG", show=False, tooltip="save an SVG screenshot into the run directory"),
         Binding("question_mark", "app.help", "Help", tooltip="this help"),
         Binding("q", "app.quit", "Quit", tooltip="quit (asks first while training runs; stops the run)"),
     ]
 
     side_panel: reactive[str] = reactive("events")
 
-    def __init__(self, config: RunConfig, *, chart_interval: float = 0.5):
+    class Ready(Message):
+        """Composed and mounted: the app may fill it in and start the session."""
+
+    def __init__(self, config: RunConfig, *, chart_interval: float = 1.0):
         super().__init__(id="dashboard")
         self.config = config
         self.chart_interval = chart_interval
@@ -58,10 +64,11 @@ class DashboardScreen(Screen):
             yield HParamsPanel(self.config, id="hparams", classes="side-panel")
             yield DevicePanel(id="devices", classes="side-panel")
             yield EventsLog(id="events", classes="side-panel")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.watch_side_panel(self.side_panel)
+        self.post_message(self.Ready())
 
     # --- views of the parts -------------------------------------------------------------
     @property
@@ -105,14 +112,21 @@ class DashboardScreen(Screen):
     def show_devices(self, stats: DeviceStats) -> None:
         self.device_panel.stats = stats
 
+    def on_resize(self) -> None:
+        # The breakpoint classes may have changed: "v" only matters in the compact layout.
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cycle_side_panel":
+            return not self.shows_all_panels
+        return True
+
     # --- actions ----------------------------------------------------------------------
     def action_cycle_chart(self) -> None:
         self.chart.cycle()
 
     def action_cycle_side_panel(self) -> None:
         self.side_panel = SIDE_PANELS[(SIDE_PANELS.index(self.side_panel) + 1) % len(SIDE_PANELS)]
-        if self.shows_all_panels:
-            self.notify("All panels are visible at this size.", timeout=2)
 
     def watch_side_panel(self, panel: str) -> None:
         for name in SIDE_PANELS:

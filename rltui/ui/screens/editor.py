@@ -35,7 +35,17 @@ def parse_edit(name: str, text: str) -> dict[str, float]:
 
 
 class HParamEditor(ModalScreen[dict[str, float] | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    """The value input has the focus from the start; up/down (which an Input ignores)
+    move through the fields, so "e, down, 0.99, Enter" edits gamma.
+
+    The app installs one editor and reuses it (`prepare` before each opening): building
+    the dialog costs more than a frame, and the editor should open at once."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("up", "move_field(-1)", "Previous field", show=False),
+        Binding("down", "move_field(1)", "Next field", show=False),
+    ]
 
     def __init__(self, values: Mapping[str, float], field: str = "lr"):
         super().__init__()
@@ -44,22 +54,38 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="editor-dialog"):
-            yield Label("Edit a hyperparameter: applied at the next chunk, no recompile", id="editor-title")
-            yield OptionList(*(self._option(name) for name in EDITABLE_HPARAMS), id="editor-fields")
+            yield Label("Applied at the next chunk boundary, without recompiling.", id="editor-title")
+            fields = OptionList(*(self._option(name) for name in EDITABLE_HPARAMS), id="editor-fields")
+            fields.can_focus = False  # typing goes to the value; up/down move the field
+            yield fields
             yield Label("", id="editor-rule", markup=False)
             yield Input(id="editor-value", select_on_focus=True)
             yield Label("", id="editor-error", markup=False)
-            yield Label("↑↓ field · Enter: to value / apply · Esc cancel", id="editor-hint")
+            yield Label("↑↓ field · type a value · Enter apply · Esc cancel", id="editor-hint")
 
     def _option(self, name: str) -> Option:
         return Option(f"{name:<14} {fmt_value(self.values.get(name))}", id=name)
 
+    def prepare(self, values: Mapping[str, float], field: str) -> None:
+        """Fresh values and a clean input for the next opening."""
+        self.values = dict(values)
+        self.field = field if field in EDITABLE_HPARAMS else EDITABLE_HPARAMS[0]
+        if self.is_mounted:
+            self._reset()
+
     def on_mount(self) -> None:
         self.query_one("#editor-dialog").border_title = "hyperparameters"
+        self._reset()
+
+    def _reset(self) -> None:
         fields = self.query_one("#editor-fields", OptionList)
+        for name in EDITABLE_HPARAMS:
+            fields.replace_option_prompt(name, self._option(name).prompt)
         fields.highlighted = EDITABLE_HPARAMS.index(self.field)
+        value = self.query_one("#editor-value", Input)
+        value.value = ""
         self._show_field()
-        fields.focus()
+        value.focus()
 
     def _show_field(self) -> None:
         current = fmt_value(self.values.get(self.field))
@@ -80,8 +106,12 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
             self._show_field()
 
     @on(OptionList.OptionSelected, "#editor-fields")
-    def _field_chosen(self, event: OptionList.OptionSelected) -> None:
+    def _field_clicked(self, event: OptionList.OptionSelected) -> None:
         self.query_one("#editor-value", Input).focus()
+
+    def action_move_field(self, step: int) -> None:
+        fields = self.query_one("#editor-fields", OptionList)
+        fields.highlighted = ((fields.highlighted or 0) + step) % len(EDITABLE_HPARAMS)
 
     @on(Input.Submitted, "#editor-value")
     def _value_submitted(self, event: Input.Submitted) -> None:

@@ -10,17 +10,30 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-_NOTES = """\
-Pause, edits, checkpoints and stop take effect at the next chunk boundary (a fraction of a
-second): the status line says "pausing..." until the session confirms. Edits to dynamic
-hyperparameters do not recompile; static keys (dimmed) need a new run. An edit is marked
-on the chart (│) and logged with its update index. Ctrl+P opens the command palette:
-every action is there, and "Theme" switches the colours. Theme files: themes/*.toml,
-and your own in ~/.config/rltui/themes/ (or $XDG_CONFIG_HOME/rltui/themes/)."""
+_NOTES = (
+    "Pause, edits, checkpoints and stop take effect at the next chunk boundary (a fraction "
+    'of a second): the status line says "pausing..." until the session confirms. Edits to '
+    "dynamic hyperparameters do not recompile; static keys (dimmed) need a new run. An edit "
+    "is marked on the chart (│) and logged with its update index.\n\n"
+    "Ctrl+P opens the command palette: every action is there, and Theme switches the "
+    "colours. Themes are TOML files: the bundled ones, and your own in "
+    "$XDG_CONFIG_HOME/rltui/themes/ (default ~/.config/rltui/themes/)."
+)
 
 
-def _key_name(binding: Binding, app) -> str:
-    return ", ".join(app.get_key_display(Binding(key.strip(), "")) for key in binding.key.split(","))
+def key_help(bindings: Iterable[Binding], key_display) -> list[tuple[str, str]]:
+    """(keys, what they do), one row per distinct help text: p and space share a row."""
+    rows: dict[str, list[str]] = {}
+    for binding in bindings:
+        text = binding.tooltip or binding.description
+        if not text:
+            continue
+        keys = rows.setdefault(text, [])
+        for key in binding.key.split(","):
+            shown = key_display(Binding(key.strip(), ""))
+            if shown not in keys:
+                keys.append(shown)
+    return [(", ".join(keys), text) for text, keys in rows.items()]
 
 
 class HelpScreen(ModalScreen[None]):
@@ -28,7 +41,7 @@ class HelpScreen(ModalScreen[None]):
 
     def __init__(self, bindings: Iterable[Binding]):
         super().__init__()
-        self.bindings = [b for b in bindings if b.description]
+        self.bindings = list(bindings)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-dialog"):
@@ -36,8 +49,8 @@ class HelpScreen(ModalScreen[None]):
             yield Static(_NOTES, id="help-notes", markup=False)
 
     def on_mount(self) -> None:
-        self.query_one("#help-dialog").border_title = "help: Esc closes"
-        keys = [(_key_name(b, self.app), b.tooltip or b.description) for b in self.bindings]
-        keys.append(("ctrl+p", "command palette (all actions, theme)"))
-        width = max(len(k) for k, _ in keys)
-        self.query_one("#help-keys", Static).update("\n".join(f"{k:>{width}}  {text}" for k, text in keys))
+        self.query_one("#help-dialog").border_title = "help (Esc closes)"
+        rows = key_help(self.bindings, self.app.get_key_display)
+        rows.append(("ctrl+p", "command palette: every action, and the theme"))
+        width = max(len(keys) for keys, _ in rows)
+        self.query_one("#help-keys", Static).update("\n".join(f"{keys:>{width}}  {text}" for keys, text in rows))

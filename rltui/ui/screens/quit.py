@@ -19,7 +19,7 @@ class QuitConfirm(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(id="quit-dialog"):
             yield Label("Training is running. Stop it and quit?", id="quit-question")
-            yield Label("The run's files are kept; the chunk in flight finishes first.", id="quit-detail")
+            yield Label("Run files are kept; the chunk in flight finishes first.", id="quit-detail")
             with Horizontal(id="quit-buttons"):
                 yield Button("Stop and quit (y)", id="quit-yes", variant="error")
                 yield Button("Keep training (n)", id="quit-no", variant="primary")

@@ -8,6 +8,7 @@ import time
 from typing import Mapping, Sequence
 
 from textual.reactive import reactive
+from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
 # (metric, title) that the chart can show, in cycling order.
@@ -43,13 +44,18 @@ def downsample(xs: Sequence[float], ys: Sequence[float], buckets: int) -> tuple[
 
 class MetricChart(PlotextPlot):
     """Redrawn at most every `min_interval` seconds: plotext runs on the UI thread, and
-    snapshots can arrive faster than a chart is worth redrawing."""
+    snapshots can arrive faster than a chart is worth redrawing.
+
+    Lines are served through the Line API (`render_line`) from strips built once per
+    redraw: Textual re-renders widgets on style changes (a dialog opening, focus moving),
+    and turning plotext's ANSI output into strips costs tens of milliseconds each time.
+    """
 
     COMPONENT_CLASSES = {"metric-chart--line", "metric-chart--edit"}
 
     metric: reactive[str] = reactive("episode_return")
 
-    def __init__(self, *, min_interval: float = 0.5, clock=time.monotonic, **kwargs):
+    def __init__(self, *, min_interval: float = 1.0, clock=time.monotonic, **kwargs):
         super().__init__(**kwargs)
         self.min_interval = min_interval
         self._clock = clock
@@ -58,6 +64,9 @@ class MetricChart(PlotextPlot):
         self.edit_steps: list[int] = []
         self._last_draw = -math.inf
         self._redraw_timer = None
+        self._version = 0  # bumped by each redraw
+        self._strips_key: tuple | None = None
+        self._strips: list[Strip] = []
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -75,7 +84,7 @@ class MetricChart(PlotextPlot):
         return self.metric
 
     def watch_metric(self) -> None:
-        self.border_title = f"{self.title} [c: next]"
+        self.border_title = f"{self.title} (c)"
         if self.is_mounted:
             self.redraw()
 
@@ -118,4 +127,18 @@ class MetricChart(PlotextPlot):
             for step in self.edit_steps:
                 if self._steps[0] <= step <= self._steps[-1]:
                     plt.vertical_line(step, color=edit_colour)
+        self._version += 1
         self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        key = (self._version, self.size, self.app.theme)
+        if self._strips_key != key:
+            console = self.app.console
+            plot = super().render()  # plotext's build, as rich Text
+            lines = console.render_lines(plot, console.options.update(width=width, height=self.size.height), pad=True)
+            self._strips = [Strip(line, width) for line in lines]
+            self._strips_key = key
+        if y < len(self._strips):
+            return self._strips[y]
+        return Strip.blank(width, self.visual_style.rich_style)

@@ -71,6 +71,7 @@ class DevicePanel(VerticalScroll):
     """Shows the latest sample; the app samples on a slow timer in a worker thread."""
 
     stats: reactive[DeviceStats | None] = reactive(None)
+    _lines = 0
 
     def compose(self):
         yield Static(describe_stats(None), id="device-text")
@@ -79,5 +80,10 @@ class DevicePanel(VerticalScroll):
         self.border_title = "devices"
 
     def watch_stats(self, stats: DeviceStats | None) -> None:
-        if self.is_mounted:
-            self.query_one("#device-text", Static).update(describe_stats(stats))
+        if not self.is_mounted:
+            return
+        text = describe_stats(stats)
+        # A layout pass re-renders every panel: only when the number of lines changes.
+        lines = len(text.plain.splitlines())
+        self.query_one("#device-text", Static).update(text, layout=lines != self._lines)
+        self._lines = lines

@@ -17,6 +17,7 @@ _KIND_STYLES = {
     "warning": "$warning",
     "hparams": "$accent",
     "checkpoint": "$success",
+    "rolled back": "$warning",
     "paused": "$secondary",
     "resumed": "$secondary",
     "note": "dim",

@@ -36,14 +36,15 @@ class HParamsPanel(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static(id="hp-dynamic", markup=False)
         yield Label("static: restart to change", id="hp-static-title")
-        width = max(len(k) for k in KEYS)
+        # Long names (checkpoint_every_updates) run over rather than push every value right.
+        width = min(16, max(len(k) for k in KEYS))
         lines = [
             f"{key:<{width}} {_static_value(getattr(self.config, key))}" for key, info in KEYS.items() if not info.dynamic
         ]
         yield Static("\n".join(lines), id="hp-static", markup=False)
 
     def on_mount(self) -> None:
-        self.border_title = "hyperparameters [e: edit]"
+        self.border_title = "hyperparameters (e: edit)"
         self._show()
 
     def watch_values(self) -> None:
@@ -62,4 +63,5 @@ class HParamsPanel(VerticalScroll):
             if name in self.pending and self.pending[name] != self.values.get(name):
                 line += f" → {fmt_value(self.pending[name])} (next chunk)"
             lines.append(line)
-        self.query_one("#hp-dynamic", Static).update("\n".join(lines))
+        # Always one line per field: no layout pass needed (it would re-render every panel).
+        self.query_one("#hp-dynamic", Static).update("\n".join(lines), layout=False)

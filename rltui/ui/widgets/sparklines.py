@@ -24,9 +24,18 @@ SPARKLINE_METRICS = (
 )
 
 
-def _mean(values: Sequence[float]) -> float:
-    # Each bar stands for many updates; their mean shows the trend, a max would show spikes.
-    return sum(values) / len(values)
+def bucket_means(values: Sequence[float], buckets: int) -> list[float]:
+    """`values` averaged down to at most `buckets` points, one per cell. Each bar stands
+    for many updates; their mean shows the trend (a max would show spikes), and a
+    Sparkline fed 4096 points re-bins them on every render."""
+    if len(values) <= buckets:
+        return list(values)
+    size = len(values) / buckets
+    out = []
+    for i in range(buckets):
+        chunk = values[int(i * size) : max(int((i + 1) * size), int(i * size) + 1)]
+        out.append(sum(chunk) / len(chunk))
+    return out
 
 
 class MetricSparkline(Widget):
@@ -46,12 +55,13 @@ class MetricSparkline(Widget):
         self.label = label
         # episode_return is NaN whenever no episode finished: not worth flagging.
         self.skip_nonfinite_current = skip_nonfinite_current
+        self._finite: list[float] = []
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="metric-head"):
             yield Label(self.label, classes="metric-name", markup=False)
             yield Label("—", classes="metric-stats", markup=False)
-        yield Sparkline([], summary_function=_mean, classes="metric-spark")
+        yield Sparkline([], classes="metric-spark")
 
     def watch_series(self, series: tuple[float, ...]) -> None:
         if not self.is_mounted:
@@ -63,12 +73,20 @@ class MetricSparkline(Widget):
             latest = finite[-1] if finite else None
         nonfinite = latest is not None and not math.isfinite(latest)
         if finite:
-            text = f"{fmt_value(latest)} ({fmt_value(min(finite))}…{fmt_value(max(finite))})"
+            text = f"{fmt_value(latest, 3)} ({fmt_value(min(finite), 3)}…{fmt_value(max(finite), 3)})"
         else:
-            text = fmt_value(latest)
+            text = fmt_value(latest, 3)
         stats.update(text, layout=False)
         stats.set_class(nonfinite, "-nonfinite")
-        self.query_one(Sparkline).data = finite
+        spark = self.query_one(Sparkline)
+        # Before the first layout the width is 0: keep enough points for a wide screen.
+        spark.data = bucket_means(finite, spark.size.width or 256)
+        self._finite = finite
+
+    def on_resize(self) -> None:
+        spark = self.query_one(Sparkline)
+        if self._finite and spark.size.width:
+            spark.data = bucket_means(self._finite, spark.size.width)
 
     @property
     def stats_text(self) -> str:

@@ -72,7 +72,7 @@ class StatusBar(Widget):
         text = self.state_text
         if self.state in (SessionState.ERROR, SessionState.PAUSED) and self.state_message and not self.pending:
             text = f"{text}: {self.state_message}"
-        badge.update(f" {text} ")
+        badge.update(f" {text} ")  # width changes: this one needs the layout pass
         for state in SessionState:
             badge.set_class(self.state is state and not self.pending, f"-{state.value}")
         badge.set_class(bool(self.pending), "-pending")

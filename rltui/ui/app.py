@@ -1,0 +1,352 @@
+"""The dashboard app: a client of a TrainingSession that shows and steers live training.
+
+It uses only the session's public client API (add_listener, start, submit, stop, join,
+state, hparams, total_updates, describe). Session callbacks arrive on the session thread
+and are forwarded as messages (`rltui.ui.messages`); the device sampler runs in a worker
+thread. Nothing here blocks the UI on training.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+from rich.console import Console
+from rich.text import Text
+from textual import work
+from textual.app import App, SystemCommand
+from textual.message import Message
+from textual.screen import Screen
+
+from rltui.config import RunConfig
+from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
+from rltui.session.commands import Rollback
+from rltui.session.devices import DeviceSampler, DeviceStatsSource
+from rltui.ui.format import fmt_value
+from rltui.ui.messages import (
+    DeviceStatsSampled,
+    MetricsUpdated,
+    SessionBridge,
+    SessionEventLogged,
+    SessionStateChanged,
+)
+from rltui.ui.screens import DashboardScreen, HelpScreen, HParamEditor, QuitConfirm
+from rltui.ui.themes import load_themes, resolve_theme_name
+
+# After Stop, how long to wait for the chunk in flight (or a compile) before giving up:
+# the session thread is a daemon, so the process can still exit.
+STOP_TIMEOUT = 5.0
+_LIVE = (SessionState.IDLE, SessionState.COMPILING, SessionState.RUNNING, SessionState.PAUSED)
+
+
+class DashboardApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "rltui"
+
+    def __init__(
+        self,
+        session,
+        config: RunConfig,
+        run_dir: Path,
+        *,
+        theme: str | None = None,
+        device_source: DeviceStatsSource | None = None,
+        device_interval: float = 2.0,
+        refresh_interval: float = 0.5,
+        chart_interval: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        user_theme_dir: Path | None = None,
+    ):
+        super().__init__()
+        self.theme_problems: list[str] = []
+        themes = load_themes(user_theme_dir, self.theme_problems)
+        for loaded in themes:
+            self.register_theme(loaded)
+        self.theme = resolve_theme_name(theme, themes)  # ValueError before anything starts
+        self.session = session
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.device_source = device_source if device_source is not None else DeviceSampler()
+        self.device_interval = device_interval
+        # Panels show the latest snapshot at most this often. Chunks end ~3 times a second
+        # and every redraw is CPU taken from training (measured in benchmarks/dashboard.py).
+        self.refresh_interval = refresh_interval
+        self._last_shown = -float("inf")
+        self._show_timer = None
+        self._clock = clock
+        self.session_state: SessionState = session.state
+        self.state_message: str | None = None
+        self.pending: str | None = None  # "pausing", "resuming", "stopping": asked, not yet confirmed
+        self.pending_edits: dict[str, float] = {}
+        self.latest = None  # the latest MetricsSnapshot
+        self._compile_started: float | None = None
+        self._last_edited = "lr"
+        self.dashboard = DashboardScreen(config, chart_interval=chart_interval)
+        # Messages that arrive before the dashboard's widgets exist (a session that was
+        # already running) wait here and are replayed once it is ready.
+        self._dashboard_ready = False
+        self._early: list[Message] = []
+        # Added before the session starts (in on_mount), so no callback is missed.
+        session.add_listener(SessionBridge(self))
+
+    def get_default_screen(self) -> Screen:
+        return self.dashboard
+
+    def on_dashboard_screen_ready(self, message: DashboardScreen.Ready) -> None:
+        """The default screen's widgets exist only now (App.on_mount runs before them)."""
+        info = self.session.describe()
+        devices = ", ".join(info.get("devices", ())) or "?"
+        self.dashboard.status.run_info = (
+            f"{info.get('env', '?')} · {info.get('algo', '?')} · {devices} ({info.get('device_kind', '?')})"
+            f" · run {self.run_dir.name}"
+        )
+        self.dashboard.hparams_panel.values = self.session.hparams.as_floats()
+        for problem in self.theme_problems:
+            self.notify(problem, title="theme skipped", severity="warning", timeout=8)
+        self._show_state()
+        self.set_interval(1.0, self._tick_compile)
+        self._sample_devices()
+        self.set_interval(self.device_interval, self._sample_devices)
+        self._dashboard_ready = True
+        for early in self._early:
+            self._handle(early)
+        self._early.clear()
+        if self.session.state is SessionState.IDLE:
+            self.session.start()
+
+    def on_unmount(self) -> None:
+        self.device_source.close()
+
+    # --- messages from the session and the sampler ------------------------------------
+    def _handle(self, message: Message) -> None:
+        handler = {
+            MetricsUpdated: self.on_metrics_updated,
+            SessionStateChanged: self.on_session_state_changed,
+            SessionEventLogged: self.on_session_event_logged,
+            DeviceStatsSampled: self.on_device_stats_sampled,
+        }[type(message)]
+        handler(message)
+
+    def _early_message(self, message: Message) -> bool:
+        if not self._dashboard_ready:
+            self._early.append(message)
+        return not self._dashboard_ready
+
+    def on_metrics_updated(self, message: MetricsUpdated) -> None:
+        if self._early_message(message):
+            return
+        self.latest = message.snapshot
+        if self._show_timer is not None:
+            return  # already due: it will show this newer snapshot
+        wait = self._last_shown + self.refresh_interval - time.monotonic()
+        if wait <= 0:
+            self._show_latest()
+        else:
+            self._show_timer = self.set_timer(wait, self._show_latest)
+
+    def _show_latest(self) -> None:
+        self._show_timer = None
+        self._last_shown = time.monotonic()
+        if self.latest is not None:
+            self.dashboard.show_snapshot(self.latest)
+
+    def on_session_state_changed(self, message: SessionStateChanged) -> None:
+        if self._early_message(message):
+            return
+        state = message.state
+        if state is SessionState.COMPILING:
+            self._compile_started = self._clock()
+        self.session_state, self.state_message = state, message.message
+        confirmed = (self.pending == "pausing" and state is SessionState.PAUSED) or (
+            self.pending == "resuming" and state is SessionState.RUNNING
+        )
+        if confirmed or state not in _LIVE:
+            self.pending = None
+        self._show_state()
+        if state is SessionState.ERROR:
+            self.notify(message.message or "training failed", title="training error", severity="error", timeout=30)
+        elif state is SessionState.FINISHED:
+            self.notify("Training has ended. Press q to quit.", title="finished", timeout=10)
+
+    def on_session_event_logged(self, message: SessionEventLogged) -> None:
+        if self._early_message(message):
+            return
+        event = message.event
+        self.dashboard.add_event(event)
+        if event.kind == "hparams":
+            self.dashboard.chart.add_edit(event.update * self.config.steps_per_update)
+            for name in event.data.get("changes", {}):
+                self.pending_edits.pop(name, None)
+            self.dashboard.hparams_panel.pending = dict(self.pending_edits)
+        elif event.kind == "nonfinite":
+            self.notify(
+                f"{event.message}. Lower lr (e), roll back to the last checkpoint (r) and resume (p).",
+                severity="error", timeout=30,
+            )
+        elif event.kind == "warning":
+            self.notify(event.message, severity="warning", timeout=8)
+
+    def on_device_stats_sampled(self, message: DeviceStatsSampled) -> None:
+        if not self._early_message(message):
+            self.dashboard.show_devices(message.stats)
+
+    # --- timers and workers -----------------------------------------------------------
+    def _tick_compile(self) -> None:
+        if self.session_state is SessionState.COMPILING and self._compile_started is not None:
+            self.dashboard.status.compile_seconds = self._clock() - self._compile_started
+
+    @work(thread=True, exclusive=True, group="devices", exit_on_error=False)
+    def _sample_devices(self) -> None:
+        # psutil, JAX and NVML calls can take milliseconds: never on the UI thread.
+        self.post_message(DeviceStatsSampled(self.device_source.sample()))
+
+    def _show_state(self) -> None:
+        self.dashboard.show_state(self.session_state, self.state_message, self.pending)
+        self.refresh_bindings()
+
+    # --- actions ----------------------------------------------------------------------
+    @property
+    def is_live(self) -> bool:
+        return self.session_state in _LIVE and self.pending != "stopping"
+
+    @property
+    def wants_paused(self) -> bool:
+        """Paused, or asked to pause: what the next press of p should undo."""
+        return self.pending == "pausing" or (self.session_state is SessionState.PAUSED and self.pending != "resuming")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "pause":
+            return self.is_live and not self.wants_paused
+        if action == "resume":
+            return self.is_live and self.wants_paused
+        if action in ("edit_hparams", "save_checkpoint"):
+            return True if self.is_live else None  # None: shown, dimmed
+        if action == "rollback":
+            # Throws away the updates since the last checkpoint: only from a deliberate
+            # (or divergence) pause, never in passing.
+            return self.is_live and self.session_state is SessionState.PAUSED and self.pending is None
+        return True
+
+    def action_toggle_pause(self) -> None:
+        if not self.is_live:
+            self.notify("Training has ended.", timeout=2)
+        elif self.wants_paused:
+            self.action_resume()
+        else:
+            self.action_pause()
+
+    def action_pause(self) -> None:
+        self.session.submit(Pause())
+        self.pending = "pausing"
+        self._show_state()
+
+    def action_resume(self) -> None:
+        self.session.submit(Resume())
+        self.pending = "resuming"
+        self._show_state()
+
+    def action_edit_hparams(self) -> None:
+        if not self.is_live or isinstance(self.screen, HParamEditor):
+            return
+        if not self.is_screen_installed("hparam-editor"):
+            self.install_screen(HParamEditor(self.session.hparams.as_floats()), "hparam-editor")
+        editor = self.get_screen("hparam-editor")
+        editor.prepare(self.session.hparams.as_floats(), self._last_edited)
+        self.push_screen(editor, self._edit_chosen)
+
+    def _edit_chosen(self, change: dict[str, float] | None) -> None:
+        if not change:
+            return
+        self.session.submit(SetHParams(change))
+        self._last_edited = next(iter(change))
+        self.pending_edits.update(change)
+        self.dashboard.hparams_panel.pending = dict(self.pending_edits)
+        text = ", ".join(f"{k} → {fmt_value(v)}" for k, v in change.items())
+        self.notify(f"{text} at the next chunk boundary", title="edit sent", timeout=3)
+
+    def action_save_checkpoint(self) -> None:
+        if not self.is_live:
+            return
+        self.session.submit(SaveCheckpoint())
+        self.notify("Checkpoint requested: saved at the next chunk boundary.", timeout=3)
+
+    def action_rollback(self) -> None:
+        if self.check_action("rollback", ()):
+            self.session.submit(Rollback())
+            self.notify("Rolling back to the latest checkpoint (hyperparameters are kept).", timeout=3)
+        else:
+            self.notify("Pause first (p): rolling back discards the updates since the last checkpoint.", timeout=4)
+
+    def action_cycle_chart(self) -> None:
+        self.dashboard.action_cycle_chart()
+
+    def action_cycle_side_panel(self) -> None:
+        self.dashboard.action_cycle_side_panel()
+
+    def action_save_svg(self) -> None:
+        update = self.latest.update if self.latest is not None else 0
+        name = f"screenshot-u{update:06d}-{time.strftime('%H%M%S')}.svg"
+        try:
+            path = self.save_screenshot(name, str(self.run_dir))
+        except OSError as err:
+            self.notify(f"cannot save screenshot: {err}", severity="error")
+            return
+        self.notify(path, title="screenshot saved", timeout=4)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.dashboard.BINDINGS))
+
+    async def action_quit(self) -> None:
+        """q, ctrl+q and the palette's Quit: ask first while training runs."""
+        if not self.is_live:
+            self.exit()
+        elif not isinstance(self.screen, QuitConfirm):
+            self.push_screen(QuitConfirm(), self._quit_answered)
+
+    def _quit_answered(self, stop: bool | None) -> None:
+        if stop:
+            self.pending = "stopping"
+            self._show_state()
+            self.session.submit(Stop())
+            # run_dashboard waits (bounded) for the session after the app has gone.
+            self.exit()
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        for command in super().get_system_commands(screen):
+            if command.title != "Screenshot":  # ours saves into the run directory
+                yield command
+        yield SystemCommand("Pause / resume training", "At the next chunk boundary (p)", self.action_toggle_pause)
+        yield SystemCommand("Edit hyperparameters", "Change lr, gamma, ... live, no recompile (e)", self.action_edit_hparams)
+        yield SystemCommand("Save checkpoint", "At the next chunk boundary (s)", self.action_save_checkpoint)
+        yield SystemCommand("Roll back to the latest checkpoint", "While paused, e.g. after divergence (r)", self.action_rollback)
+        yield SystemCommand("Next chart metric", "Cycle what the chart shows (c)", self.action_cycle_chart)
+        yield SystemCommand("Next side panel", "Events, hyperparameters, devices on small screens (v)", self.action_cycle_side_panel)
+        yield SystemCommand("Save SVG screenshot", f"Into the run directory {self.run_dir} (x)", self.action_save_svg)
+        yield SystemCommand("Help", "Keys and how the dashboard works (?)", self.action_help)
+
+
+def run_dashboard(session, config: RunConfig, run_dir: Path, theme: str | None = None, *, device_source=None) -> int:
+    """Run the dashboard over an unstarted session until the user quits; stop the session
+    and wait for it (bounded). 0, or 1 if training or the UI failed. Raises ValueError for
+    an unknown theme, before anything starts."""
+    app = DashboardApp(session, config, Path(run_dir), theme=theme, device_source=device_source)
+    try:
+        app.run()
+    finally:
+        ended = True
+        if session.state is not SessionState.IDLE:
+            session.stop()  # a no-op for a session that has already ended
+            ended = session.join(timeout=STOP_TIMEOUT)
+    console = Console(stderr=True, soft_wrap=True, highlight=False)
+    snapshot = app.latest
+    if snapshot is not None:
+        console.print(f"{snapshot.update:,} updates, {snapshot.env_steps:,} env steps.")
+    if not ended:
+        console.print(Text(f"The session did not stop within {STOP_TIMEOUT:.0f} s; leaving it.", style="yellow"))
+    if session.state is SessionState.ERROR:
+        console.print(Text(f"Training failed: {app.state_message or 'see events.jsonl'}", style="bold red"))
+    console.print(Text(f"Run files: {run_dir}"))
+    failed = session.state is SessionState.ERROR or (app.return_code or 0) != 0
+    return 1 if failed else 0
