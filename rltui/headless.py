@@ -72,7 +72,8 @@ class ProgressListener(SessionListener):
             )
 
     def on_event(self, event: SessionEvent) -> None:
-        if event.kind in ("compiled", "hparams", "paused", "resumed", "stopping", "warning", "error", "nonfinite"):
+        if event.kind in ("compiled", "hparams", "paused", "resumed", "stopping", "warning", "error", "nonfinite",
+                          "checkpoint", "rolled back"):
             style = {"error": "bold red", "nonfinite": "bold red", "warning": "yellow"}.get(event.kind, "dim")
             self.console.print(Text(f"[update {event.update}] {event.message}", style=style), highlight=False)
 
