@@ -28,26 +28,33 @@ class ConfigError(ValueError):
     """Bad user input; the message is one line naming the field and what is allowed."""
 
 
+_STATIC = StaticConfig()
+_HPARAMS = DynamicHParams().as_floats()
+
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-    env: str = "CartPole-v1"
+    """Everything a run is launched with. Trainer defaults come from the trainer's own
+    StaticConfig and DynamicHParams, so they are defined once."""
+
+    env: str = _STATIC.env_id
     algo: str = "ppo"
     seed: int = 0
     total_timesteps: int = 500_000
-    num_envs: int = 4
-    num_steps: int = 128
-    num_minibatches: int = 4
-    update_epochs: int = 4
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    activation: str = "tanh"
-    lr: float = 2.5e-4
-    anneal_lr: bool = True
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_eps: float = 0.2
-    ent_coef: float = 0.01
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
+    num_envs: int = _STATIC.num_envs
+    num_steps: int = _STATIC.num_steps
+    num_minibatches: int = _STATIC.num_minibatches
+    update_epochs: int = _STATIC.update_epochs
+    hidden_sizes: tuple[int, ...] = _STATIC.hidden_sizes
+    activation: str = _STATIC.activation
+    lr: float = _HPARAMS["lr"]
+    anneal_lr: bool = _HPARAMS["anneal_lr"] > 0
+    gamma: float = _HPARAMS["gamma"]
+    gae_lambda: float = _HPARAMS["gae_lambda"]
+    clip_eps: float = _HPARAMS["clip_eps"]
+    ent_coef: float = _HPARAMS["ent_coef"]
+    vf_coef: float = _HPARAMS["vf_coef"]
+    max_grad_norm: float = _HPARAMS["max_grad_norm"]
     devices: int = 0
     chunk_seconds: float = 0.3
     checkpoint_every_updates: int = 0
