@@ -119,10 +119,15 @@ def main() -> None:
             return steps / (time.perf_counter() - start)
 
         results = {"session": [], "scan": [], "rollout": []}
+        cpu = {"session": [], "scan": [], "rollout": []}  # env steps per process CPU-second
+        measures = {"session": session_sps, "scan": scan_sps, "rollout": rollout_sps}
         for _ in range(args.repeats):  # interleaved, so drift in machine load hits all three
-            results["session"].append(session_sps())
-            results["scan"].append(scan_sps())
-            results["rollout"].append(rollout_sps())
+            for name, measure in measures.items():
+                cpu_start = time.process_time()
+                wall_sps = measure()
+                cpu_seconds = time.process_time() - cpu_start
+                results[name].append(wall_sps)
+                cpu[name].append(steps / cpu_seconds if name != "session" else float("nan"))
         stats = {name: repeat(iter(values).__next__, len(values)) for name, values in results.items()}
         ratios = [a / b for a, b in zip(results["session"], results["scan"])]
         print(f"\nCartPole-v1, {num_envs} envs x {args.steps} steps, {updates} updates ({steps:,} env steps):")
@@ -130,6 +135,8 @@ def main() -> None:
         print(f"  (b) scan     {fmt(stats['scan'], ' SPS')}")
         print(f"  (c) rollout  {fmt(stats['rollout'], ' SPS')}")
         print(f"  (a)/(b) median {np.median(ratios):.3f}  (per run: {', '.join(f'{r:.3f}' for r in ratios)})")
+        print(f"  env steps per CPU-second: scan {np.median(cpu['scan']):,.0f}, rollout {np.median(cpu['rollout']):,.0f}"
+              f" (load-robust companion figure; {os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":
