@@ -14,14 +14,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from trainers.envs import SUPPORTED_ENVS
-from trainers.hparams import ACTIVATIONS, DynamicHParams, HParamError, StaticConfig, validate_hparam
+from trainers.hparams import ACTIVATIONS, ALGOS, DynamicHParams, HParamError, StaticConfig, validate_hparam
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
-
-ALGOS = ("ppo",)
 
 
 class ConfigError(ValueError):
@@ -38,7 +36,7 @@ class RunConfig:
     StaticConfig and DynamicHParams, so they are defined once."""
 
     env: str = _STATIC.env_id
-    algo: str = "ppo"
+    algo: str = _STATIC.algo
     seed: int = 0
     total_timesteps: int = 500_000
     num_envs: int = _STATIC.num_envs
@@ -55,6 +53,8 @@ class RunConfig:
     ent_coef: float = _HPARAMS["ent_coef"]
     vf_coef: float = _HPARAMS["vf_coef"]
     max_grad_norm: float = _HPARAMS["max_grad_norm"]
+    baseline: bool = _HPARAMS["baseline"] > 0
+    normalize_returns: bool = _HPARAMS["normalize_returns"] > 0
     devices: int = 0
     chunk_seconds: float = 0.3
     checkpoint_every_updates: int = 0
@@ -72,6 +72,7 @@ class RunConfig:
     def static_config(self) -> StaticConfig:
         return StaticConfig(
             env_id=self.env,
+            algo=self.algo,
             num_envs=self.num_envs,
             num_steps=self.num_steps,
             num_minibatches=self.num_minibatches,
@@ -89,6 +90,8 @@ class RunConfig:
             ent_coef=self.ent_coef,
             vf_coef=self.vf_coef,
             max_grad_norm=self.max_grad_norm,
+            baseline=1.0 if self.baseline else 0.0,
+            normalize_returns=1.0 if self.normalize_returns else 0.0,
             anneal_lr=1.0 if self.anneal_lr else 0.0,
             anneal_updates=float(self.total_updates),
         )
@@ -125,6 +128,8 @@ KEYS: dict[str, KeyInfo] = {
     "ent_coef": KeyInfo("entropy bonus coefficient", dynamic=True),
     "vf_coef": KeyInfo("value loss coefficient", dynamic=True),
     "max_grad_norm": KeyInfo("global gradient norm clip", dynamic=True),
+    "baseline": KeyInfo("reinforce: subtract a learned value baseline V(s) from the return", dynamic=True),
+    "normalize_returns": KeyInfo("reinforce: normalise the returns (advantages) over each batch", dynamic=True),
     "devices": KeyInfo("devices to split environments over; 0 = automatic"),
     "chunk_seconds": KeyInfo("target wall time of one chunk of updates (latency of pause/edit)"),
     "checkpoint_every_updates": KeyInfo("save a checkpoint every N updates; 0 = only by time"),
@@ -134,7 +139,8 @@ KEYS: dict[str, KeyInfo] = {
 
 # Keys a resumed run may change: nothing that alters shapes, the program or the RNG stream.
 RESUMABLE_KEYS = frozenset(
-    {"lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm", "anneal_lr",
+    {"lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm", "baseline",
+     "normalize_returns", "anneal_lr",
      "total_timesteps", "devices", "chunk_seconds", "checkpoint_every_updates", "checkpoint_minutes",
      "keep_checkpoints"}
 )
@@ -244,6 +250,14 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"--config: {path} is not valid TOML: {err}") from None
 
 
+# Built-in defaults that differ by algorithm (below any file or --set value). REINFORCE makes
+# one gradient step per long rollout, and its gradient norm (~100-170, mostly the value
+# regression on raw returns) would be clipped on every step by PPO's max_grad_norm of 0.5.
+ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
+    "reinforce": {"num_envs": 8, "num_steps": 512, "lr": 5e-3, "max_grad_norm": 100.0, "total_timesteps": 614_400},
+}
+
+
 def build_config(file_values: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] | None = None) -> RunConfig:
     merged: dict[str, Any] = {}
     for source in (file_values or {}, overrides or {}):
@@ -253,7 +267,8 @@ def build_config(file_values: Mapping[str, Any] | None = None, overrides: Mappin
                     raise ConfigError(f"{key}: tables are not supported; keys are flat (e.g. lr = 3e-4)")
                 raise ConfigError(f"{key}: unknown key; known keys: {', '.join(_FIELDS)}")
             merged[key] = _coerce(key, value)
-    config = RunConfig(**merged)
+    algo_defaults = ALGO_DEFAULTS.get(merged.get("algo", RunConfig.algo), {})
+    config = RunConfig(**{**algo_defaults, **merged})
     if config.num_steps % config.num_minibatches:
         raise ConfigError(
             f"num_minibatches: must divide num_steps ({config.num_steps}), got {config.num_minibatches}"
@@ -270,7 +285,8 @@ def resume_config(
     base = dict(checkpoint_config)
     for name, value in live_hparams.items():
         if name in base and name in KEYS and KEYS[name].dynamic:
-            base[name] = value
+            # switches are 0.0/1.0 floats while training, booleans in the config
+            base[name] = bool(value) if isinstance(getattr(RunConfig, name), bool) else value
     original = build_config(base)
     for key, value in overrides.items():
         if key not in _FIELDS:

@@ -70,7 +70,7 @@ def cmd_eval(args) -> int:
     from trainers import checkpoint
     from trainers.evaluate import evaluate
     from trainers.parallel import DataParallel
-    from trainers.ppo import make_trainer
+    from trainers.algos import make_trainer
 
     trainer = make_trainer(config.static_config(), num_devices=1)
     parallel = DataParallel(trainer, jax.local_devices()[:1])

@@ -12,6 +12,7 @@ from typing import Mapping, NamedTuple
 import numpy as np
 
 ACTIVATIONS = ("tanh", "relu")
+ALGOS = ("ppo", "reinforce")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,6 +20,7 @@ class StaticConfig:
     """Everything that changes a shape or the traced program: changing it recompiles."""
 
     env_id: str = "CartPole-v1"
+    algo: str = "ppo"
     num_envs: int = 4
     num_steps: int = 128
     num_minibatches: int = 4
@@ -51,6 +53,10 @@ class DynamicHParams(NamedTuple):
     # 1.0 anneals lr linearly to zero over `anneal_updates` updates, 0.0 keeps it constant.
     anneal_lr: np.float32 = np.float32(1.0)
     anneal_updates: np.float32 = np.float32(1.0)
+    # REINFORCE switches, 1.0 on / 0.0 off: a learned value baseline, and normalising the
+    # returns (advantages, with the baseline) over the batch. Ignored by PPO.
+    baseline: np.float32 = np.float32(1.0)
+    normalize_returns: np.float32 = np.float32(1.0)
 
     @classmethod
     def create(cls, **values: float) -> "DynamicHParams":
@@ -63,7 +69,7 @@ class DynamicHParams(NamedTuple):
     def with_updates(self, changes: Mapping[str, float]) -> "DynamicHParams":
         """Return a copy with `changes` applied; static or unknown keys are rejected."""
         for name, value in changes.items():
-            if name not in EDITABLE_HPARAMS:
+            if name not in LIVE_HPARAMS:
                 raise KeyError(f"{name!r} is not a live-editable hyperparameter")
             validate_hparam(name, value)
         cast = {k: np.asarray(v, dtype=np.asarray(getattr(self, k)).dtype)[()] for k, v in changes.items()}
@@ -85,9 +91,18 @@ _HPARAM_RULES = {
     "max_grad_norm": (lambda v: v > 0, "a number > 0"),
     "anneal_lr": (lambda v: v in (0, 1), "0 or 1"),
     "anneal_updates": (lambda v: v >= 1, "a number >= 1"),
+    "baseline": (lambda v: v in (0, 1), "0 or 1"),
+    "normalize_returns": (lambda v: v in (0, 1), "0 or 1"),
 }
 
 EDITABLE_HPARAMS = ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm")
+# The live-editable hyperparameters each algorithm reads, in display order.
+ALGO_HPARAMS = {
+    "ppo": EDITABLE_HPARAMS,
+    "reinforce": ("lr", "gamma", "ent_coef", "vf_coef", "max_grad_norm", "baseline", "normalize_returns"),
+}
+# Everything `with_updates` accepts, whatever the algorithm.
+LIVE_HPARAMS = tuple(dict.fromkeys(name for names in ALGO_HPARAMS.values() for name in names))
 
 
 class HParamError(ValueError):

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 from trainers.hparams import DynamicHParams
-from trainers.ppo import AXIS, PPO
+from trainers.base import AXIS, OnPolicyTrainer
 from trainers.types import ChunkMetrics, TrainState
 
 
@@ -22,7 +22,7 @@ class DevicesError(ValueError):
 
 
 class DataParallel:
-    def __init__(self, trainer: PPO, devices: Sequence[jax.Device] | None = None):
+    def __init__(self, trainer: OnPolicyTrainer, devices: Sequence[jax.Device] | None = None):
         self.devices = list(devices) if devices is not None else jax.local_devices()
         if trainer.num_devices != len(self.devices):
             raise DevicesError(f"trainer built for {trainer.num_devices} devices, given {len(self.devices)}")

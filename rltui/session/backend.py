@@ -36,7 +36,7 @@ class NonFiniteState(ValueError):
 
 
 class JaxBackend:
-    """Runs `trainers.ppo` data-parallel over `devices`; the only place the session
+    """Runs the config's trainer (`trainers.algos`) data-parallel over `devices`; the only place the session
     touches JAX. One host transfer (`device_get`) per chunk."""
 
     def __init__(self, static, seed: int, devices: Sequence[Any] | None = None):
@@ -54,7 +54,7 @@ class JaxBackend:
         import jax
 
         from trainers.parallel import DataParallel
-        from trainers.ppo import make_trainer
+        from trainers.algos import make_trainer
 
         trainer = make_trainer(self.static, num_devices=len(self.devices))
         self._parallel = DataParallel(trainer, self.devices)
@@ -94,7 +94,7 @@ class JaxBackend:
     def describe(self) -> dict[str, Any]:
         return {
             "env": self.static.env_id,
-            "algo": "ppo",
+            "algo": self.static.algo,
             "devices": [f"{d.platform}:{d.id}" for d in self.devices],
             "device_kind": self.devices[0].device_kind if self.devices else "none",
             "static": dataclasses.asdict(self.static),

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable
 
-from trainers.hparams import EDITABLE_HPARAMS, DynamicHParams, HParamError, validate_hparam
+from trainers.hparams import LIVE_HPARAMS, DynamicHParams, HParamError, validate_hparam
 
 from rltui.session.backend import NonFiniteState, TrainingBackend
 from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore, checkpoint_metadata
@@ -47,8 +47,8 @@ def validate_changes(changes: dict[str, object]) -> dict[str, float]:
     """Check a hyperparameter edit; raise HParamError naming the first bad field."""
     out = {}
     for name, value in changes.items():
-        if name not in EDITABLE_HPARAMS:
-            raise HParamError(f"{name}: not editable while training; editable: {', '.join(EDITABLE_HPARAMS)}")
+        if name not in LIVE_HPARAMS:
+            raise HParamError(f"{name}: not editable while training; editable: {', '.join(LIVE_HPARAMS)}")
         out[name] = validate_hparam(name, value)
     return out
 

@@ -1,0 +1,158 @@
+"""What every on-policy trainer shares: network, optimizer, init, a gradient step averaged
+over devices, episode statistics, and the chunk of updates.
+
+A trainer subclasses `OnPolicyTrainer` and defines `update(state, hp) -> (state,
+UpdateMetrics)`; `run_chunk` scans it. Every function here runs inside
+`parallel.DataParallel`'s pmap, also on a single device, so `AXIS` is always bound.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+import optax
+
+from trainers import networks
+from trainers.envs import EnvSpec
+from trainers.hparams import DynamicHParams, StaticConfig
+from trainers.rollout import reset_envs
+from trainers.types import ChunkMetrics, TrainState, UpdateMetrics
+
+AXIS = "devices"
+
+
+def make_optimizer(learning_rate, max_grad_norm):
+    return optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.adam(learning_rate, eps=1e-5))
+
+
+def flat_optimizer(learning_rate, max_grad_norm):
+    return optax.flatten(make_optimizer(learning_rate, max_grad_norm))
+
+
+def annealed_lr(hp: DynamicHParams, update_idx: jax.Array) -> jax.Array:
+    """Linear decay to zero over `anneal_updates`, computed inside the step so that an
+    edited `lr` takes effect on the next update without recompiling."""
+    frac = jnp.clip(1.0 - update_idx.astype(jnp.float32) / hp.anneal_updates, 0.0, 1.0)
+    return hp.lr * jnp.where(hp.anneal_lr > 0, frac, 1.0)
+
+
+def set_injected(opt_state, **values):
+    hyperparams = dict(opt_state.hyperparams)
+    for name, value in values.items():
+        hyperparams[name] = jnp.asarray(value, dtype=jnp.asarray(opt_state.hyperparams[name]).dtype)
+    return opt_state._replace(hyperparams=hyperparams)
+
+
+def episode_stats(traj) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(mean return, mean length, count) of the episodes that ended during a rollout, over
+    all devices; the means are NaN when none ended."""
+    done = jnp.logical_or(traj.terminated, traj.truncated).astype(jnp.float32)
+    episodes, return_sum, length_sum = jax.lax.psum(
+        (jnp.sum(done), jnp.sum(traj.episode_return * done), jnp.sum(traj.episode_length * done)), AXIS
+    )
+    nan = jnp.float32(jnp.nan)
+    mean = lambda total: jnp.where(episodes > 0, total / jnp.maximum(episodes, 1.0), nan)  # noqa: E731
+    return mean(return_sum), mean(length_sum), episodes
+
+
+def check_devices(static: StaticConfig, num_devices: int) -> None:
+    if static.num_envs % num_devices:
+        raise ValueError(
+            f"num_envs: {static.num_envs} environments cannot be split evenly over {num_devices} devices"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class OnPolicyTrainer:
+    """One static configuration, split data-parallel over `num_devices`. Subclasses define
+    `update`."""
+
+    static: StaticConfig
+    spec: EnvSpec
+    num_devices: int = 1
+
+    @property
+    def network(self) -> networks.ActorCritic:
+        return networks.ActorCritic(
+            num_actions=self.spec.num_actions,
+            discrete=self.spec.discrete,
+            hidden_sizes=tuple(self.static.hidden_sizes),
+            activation=self.static.activation,
+        )
+
+    @property
+    def envs_per_device(self) -> int:
+        return self.static.num_envs // self.num_devices
+
+    @property
+    def optimizer(self) -> optax.GradientTransformation:
+        # The values given here are placeholders: inject_hyperparams keeps the live values in
+        # opt_state, and `update` writes lr and max_grad_norm there each step. The optimizer
+        # works on the params raveled into one vector (optax.flatten): the same arithmetic,
+        # but a few large ops instead of several per leaf, which is most of a minibatch step's
+        # cost on CPU at these sizes.
+        return optax.inject_hyperparams(flat_optimizer)(learning_rate=0.0, max_grad_norm=1.0)
+
+    def apply(self, params, obs):
+        return self.network.apply(params, obs.astype(jnp.float32))
+
+    def _env_ids(self) -> jax.Array:
+        first = jax.lax.axis_index(AXIS) * self.envs_per_device
+        return first + jnp.arange(self.envs_per_device)
+
+    # --- init -------------------------------------------------------------------------------
+    def init(self, key: jax.Array, hp: DynamicHParams) -> TrainState:
+        """Same params on every device (same key); envs seeded by their global index."""
+        key, params_key, env_key = jax.random.split(key, 3)
+        dummy_obs = jnp.zeros((1, self.spec.obs_size), jnp.float32)
+        params = self.network.init(params_key, dummy_obs)
+        env_state, obs = reset_envs(env_key, self._env_ids(), self.static.num_envs, self.spec)
+        # gymnax leaves some fields weakly typed (time=0); a state restored from host arrays
+        # is strongly typed, and the difference would recompile the chunk.
+        env_state = jax.tree.map(lambda x: jnp.asarray(x, dtype=x.dtype), env_state)
+        return TrainState(
+            params=params,
+            opt_state=set_injected(self.optimizer.init(params), learning_rate=hp.lr, max_grad_norm=hp.max_grad_norm),
+            env_state=env_state,
+            obs=obs,
+            key=key,
+            update_idx=jnp.zeros((), jnp.int32),
+        )
+
+    # --- one gradient step ------------------------------------------------------------------
+    def apply_gradients(self, params, opt_state, grads, aux):
+        """Average `grads` and `aux` over devices (one pmean of the raveled gradient and the
+        aux together), then one optimizer step. Returns (params, opt_state, aux, grad_norm),
+        the norm taken before clipping."""
+        flat_grads, unravel = jax.flatten_util.ravel_pytree(grads)
+        flat_grads, aux = jax.lax.pmean((flat_grads, aux), AXIS)
+        grad_norm = jnp.sqrt(jnp.sum(jnp.square(flat_grads)))  # = optax.global_norm(grads)
+        updates, opt_state = self.optimizer.update(unravel(flat_grads), opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, aux, grad_norm
+
+    def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
+        raise NotImplementedError
+
+    # --- a chunk of updates ----------------------------------------------------------------
+    def _chunk_body(self, i, carry, *, hp: DynamicHParams):
+        state, buffer = carry
+        state, metrics = self.update(state, hp)
+        buffer = jax.tree.map(lambda buf, x: buf.at[i].set(x.astype(buf.dtype)), buffer, metrics)
+        return state, buffer
+
+    def run_chunk(self, state: TrainState, hp: DynamicHParams, num_updates: jax.Array):
+        """Run `num_updates` (traced, at most `static.max_chunk_updates`) updates.
+
+        A traced count lets the host size chunks by measured time, and end a run on an exact
+        update, with one compiled program.
+        """
+        size = self.static.max_chunk_updates
+        empty = UpdateMetrics(*[jnp.full((size,), jnp.nan, jnp.float32) for _ in dataclasses.fields(UpdateMetrics)])
+        num_updates = jnp.clip(num_updates, 0, size)
+        body = functools.partial(self._chunk_body, hp=hp)
+        state, buffer = jax.lax.fori_loop(0, num_updates, body, (state, empty))
+        return state, ChunkMetrics(per_update=buffer, num_updates=num_updates)

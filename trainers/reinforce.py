@@ -1,0 +1,141 @@
+"""REINFORCE (Monte-Carlo policy gradient) as pure functions over `TrainState`.
+
+J(theta) = E[G], grad J = E[grad log pi(a|s) * G]. One update = rollout (the same scan as
+PPO's) -> discounted returns G_t by reverse scan, cut at every episode end -> one gradient
+step of `-mean(log pi(a|s) * A)`, gradients averaged over devices with `lax.pmean`.
+
+- Complete episodes only. The envs are vectorised and a rollout stops mid-episode, so the
+  steps of each env after its last episode end in the rollout have no known return; they
+  are masked out of every mean (loss, entropy, value loss, statistics, metrics). The next
+  rollout continues those episodes, and its first steps do have complete returns-to-go, so
+  they are used there. Keep `num_steps` well above the episode length (e.g. 512 on
+  CartPole) or little data survives.
+- Truncation (a time limit) ends an episode like termination and is not bootstrapped: G is
+  the discounted sum of the rewards actually received, as in the textbook algorithm.
+- A = G - baseline * V(s) with V(s) the value head (as computed in the rollout, i.e. by
+  the current params); with `normalize_returns` on, A is then normalised to
+  (A - mean) / (std + 1e-8), statistics over the valid steps of all devices. With the
+  baseline off that is exactly return normalisation; with it on, the advantage is
+  normalised. A is a constant of the loss (`stop_gradient`).
+- With the baseline on, V(s) regresses on the raw return G with weight `vf_coef`; with it
+  off the value head is not trained (value_loss is still reported).
+- `baseline` and `normalize_returns` are traced float32 0/1 switches of `DynamicHParams`:
+  toggling them, like editing lr, gamma, ent_coef, vf_coef or max_grad_norm, does not
+  recompile. gae_lambda and clip_eps are unused.
+- Metrics are PPO's `UpdateMetrics`: `approx_kl` is the estimator E[(r - 1) - log r] of
+  KL(rollout policy || updated policy) over the valid steps (one extra forward pass);
+  `clip_frac` is always 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from trainers import losses, networks, pg_losses
+from trainers.base import AXIS, OnPolicyTrainer, annealed_lr, check_devices, episode_stats, set_injected
+from trainers.envs import make_env
+from trainers.hparams import DynamicHParams, StaticConfig
+from trainers.returns import discounted_returns
+from trainers.rollout import rollout
+from trainers.types import TrainState, UpdateMetrics
+
+
+@struct.dataclass
+class PGBatch:
+    """Training data of one update, leaves shaped (time, env, ...)."""
+
+    obs: jax.Array
+    action: jax.Array
+    returns: jax.Array  # G_t, discounted, cut at episode ends
+    advantage: jax.Array  # G_t - baseline * V(s_t), maybe normalised
+    valid: jax.Array  # 1.0 where the step's episode ends within the rollout
+
+
+def masked_global_mean_std(x: jax.Array, valid: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Mean and standard deviation of `x` over the valid steps of all devices, and the
+    number of those steps. Two passes (mean, then squared deviations) for accuracy."""
+    count, total = jax.lax.psum((jnp.sum(valid), jnp.sum(valid * x)), AXIS)
+    mean = total / jnp.maximum(count, 1.0)
+    var = jax.lax.psum(jnp.sum(valid * jnp.square(x - mean)), AXIS) / jnp.maximum(count, 1.0)
+    return mean, jnp.sqrt(var), count
+
+
+def reinforce_advantage(returns, values, valid, hp: DynamicHParams):
+    """A = G - baseline * V, normalised over the valid steps of all devices when
+    `normalize_returns` is on."""
+    advantage = returns - hp.baseline * values
+    mean, std, _ = masked_global_mean_std(advantage, valid)
+    return jnp.where(hp.normalize_returns > 0, losses.normalize(advantage, mean, std), advantage)
+
+
+@dataclasses.dataclass(frozen=True)
+class REINFORCE(OnPolicyTrainer):
+    """REINFORCE for one static configuration, split data-parallel over `num_devices`.
+    Uses env_id, num_envs, num_steps, hidden_sizes, activation and max_chunk_updates of the
+    static config (num_minibatches and update_epochs do not apply: one step per rollout)."""
+
+    def _loss(self, params, batch: PGBatch, count, hp: DynamicHParams):
+        """Total loss on this device's batch. `count` is the mean number of valid steps per
+        device, so that the pmean of this loss (and of its gradient) over devices is the
+        mean over all valid steps."""
+        policy_out, log_std, value = self.apply(params, batch.obs)
+        log_prob = networks.log_prob(policy_out, log_std, batch.action, self.spec.discrete)
+        policy_loss = pg_losses.policy_gradient_loss(log_prob, batch.advantage, batch.valid, count)
+        value_loss = pg_losses.value_regression_loss(value, batch.returns, batch.valid, count)
+        entropy = pg_losses.masked_mean(networks.entropy(policy_out, log_std, self.spec.discrete), batch.valid, count)
+        total = losses.ppo_total_loss(policy_loss, value_loss, entropy, hp.baseline * hp.vf_coef, hp.ent_coef)
+        return total, (policy_loss, value_loss, entropy)
+
+    def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
+        key, rollout_key = jax.random.split(state.key)
+        env_state, obs, _, traj = rollout(
+            state.params, state.env_state, state.obs, rollout_key, self._env_ids(),
+            num_global_envs=self.static.num_envs, spec=self.spec, apply_fn=self.apply, num_steps=self.static.num_steps,
+        )
+        done = jnp.logical_or(traj.terminated, traj.truncated)
+        valid = pg_losses.complete_episode_mask(done)
+        returns = discounted_returns(traj.reward, done, hp.gamma)  # no bootstrap, truncation included
+        advantage = reinforce_advantage(returns, traj.value, valid, hp)
+        batch = PGBatch(traj.obs, traj.action, returns, advantage, valid)
+        count = jax.lax.pmean(jnp.sum(valid), AXIS)
+
+        lr = annealed_lr(hp, state.update_idx)
+        opt_state = set_injected(state.opt_state, learning_rate=lr, max_grad_norm=hp.max_grad_norm)
+        (_, aux), grads = jax.value_and_grad(self._loss, has_aux=True)(state.params, batch, count, hp)
+        new_params, new_opt_state, aux, grad_norm = self.apply_gradients(state.params, opt_state, grads, aux)
+        # No complete episode on any device: the gradient is zero, but Adam's momentum would
+        # still move the params. Skip the step instead (count is the same on every device).
+        keep = count > 0
+        params, opt_state = jax.tree.map(
+            lambda new, old: jnp.where(keep, new, old), (new_params, new_opt_state), (state.params, opt_state)
+        )
+        policy_loss, value_loss, entropy = aux
+
+        # KL(rollout policy || updated policy) on the valid steps, E[(r - 1) - log r].
+        policy_out, log_std, _ = self.apply(params, traj.obs)
+        log_ratio = networks.log_prob(policy_out, log_std, traj.action, self.spec.discrete) - traj.log_prob
+        approx_kl = jax.lax.pmean(pg_losses.masked_mean(jnp.expm1(log_ratio) - log_ratio, valid, count), AXIS)
+
+        episode_return, episode_length, episodes = episode_stats(traj)
+        metrics = UpdateMetrics(
+            episode_return=episode_return,
+            episode_length=episode_length,
+            episodes=episodes,
+            policy_loss=policy_loss,
+            value_loss=value_loss,
+            entropy=entropy,
+            approx_kl=approx_kl,
+            clip_frac=jnp.zeros((), jnp.float32),
+            grad_norm=grad_norm,
+            lr=lr,
+        )
+        return TrainState(params, opt_state, env_state, obs, key, state.update_idx + 1), metrics
+
+
+def make_reinforce_trainer(static: StaticConfig, num_devices: int = 1) -> REINFORCE:
+    check_devices(static, num_devices)
+    return REINFORCE(static=static, spec=make_env(static.env_id), num_devices=num_devices)
