@@ -200,7 +200,8 @@ def test_tiny_run_succeeds(tiny_run):
     assert "Finished after 16 updates" in result.stderr
     # (joined: wrapping of long paths has its own test below)
     assert "Run files" in result.stderr and str(run_dir) in result.stderr.replace("\n", "")
-    assert sorted(p.name for p in run_dir.iterdir()) == ["config.toml", "events.jsonl", "metrics.jsonl"]
+    assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints", "config.toml", "events.jsonl", "metrics.jsonl"]
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["checkpoint-000000016.msgpack"]
     assert not (cwd / "runs").exists()
 
 
