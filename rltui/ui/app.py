@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.text import Text
 from textual import work
 from textual.app import App, SystemCommand
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 
@@ -37,6 +38,8 @@ from rltui.ui.themes import load_themes, resolve_theme_name
 # After Stop, how long to wait for the chunk in flight (or a compile) before giving up:
 # the session thread is a daemon, so the process can still exit.
 STOP_TIMEOUT = 5.0
+# Seconds between a snapshot's arrival and drawing it (see on_metrics_updated).
+AFTER_CHUNK_DELAY = 0.05
 _LIVE = (SessionState.IDLE, SessionState.COMPILING, SessionState.RUNNING, SessionState.PAUSED)
 
 
@@ -53,8 +56,8 @@ class DashboardApp(App[None]):
         theme: str | None = None,
         device_source: DeviceStatsSource | None = None,
         device_interval: float = 2.0,
-        refresh_interval: float = 0.5,
-        chart_interval: float = 1.0,
+        refresh_interval: float = 1.0,
+        chart_interval: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         user_theme_dir: Path | None = None,
     ):
@@ -82,6 +85,7 @@ class DashboardApp(App[None]):
         self.latest = None  # the latest MetricsSnapshot
         self._compile_started: float | None = None
         self._last_edited = "lr"
+        self.quitting = False  # Stop sent; the app exits when the session has ended
         self.dashboard = DashboardScreen(config, chart_interval=chart_interval)
         # Messages that arrive before the dashboard's widgets exist (a session that was
         # already running) wait here and are replayed once it is ready.
@@ -96,7 +100,10 @@ class DashboardApp(App[None]):
     def on_dashboard_screen_ready(self, message: DashboardScreen.Ready) -> None:
         """The default screen's widgets exist only now (App.on_mount runs before them)."""
         info = self.session.describe()
-        devices = ", ".join(info.get("devices", ())) or "?"
+        devices = list(info.get("devices", ()))
+        if len(devices) > 2:  # "8 × gpu" rather than a list that fills the line
+            devices = [f"{len(devices)} × {devices[0].split(':')[0]}"]
+        devices = ", ".join(devices) or "?"
         self.dashboard.status.run_info = (
             f"{info.get('env', '?')} · {info.get('algo', '?')} · {devices} ({info.get('device_kind', '?')})"
             f" · run {self.run_dir.name}"
@@ -128,31 +135,45 @@ class DashboardApp(App[None]):
         }[type(message)]
         handler(message)
 
-    def _early_message(self, message: Message) -> bool:
+    def _hold_until_ready(self, message: Message) -> bool:
+        """True (and the message kept for later) while the dashboard is not composed yet."""
         if not self._dashboard_ready:
             self._early.append(message)
         return not self._dashboard_ready
 
     def on_metrics_updated(self, message: MetricsUpdated) -> None:
-        if self._early_message(message):
+        if self._hold_until_ready(message):
             return
         self.latest = message.snapshot
         if self._show_timer is not None:
             return  # already due: it will show this newer snapshot
-        wait = self._last_shown + self.refresh_interval - time.monotonic()
-        if wait <= 0:
+        if self.refresh_interval <= 0:
             self._show_latest()
-        else:
-            self._show_timer = self.set_timer(wait, self._show_latest)
+            return
+        # A snapshot arrives just as the session thread is about to dispatch the next
+        # chunk, which needs the GIL: drawing at that moment stalls training far more
+        # than the drawing's CPU time. Wait until the chunk runs (in XLA, GIL released).
+        wait = max(AFTER_CHUNK_DELAY, self._last_shown + self.refresh_interval - time.monotonic())
+        self._show_timer = self.set_timer(wait, self._show_latest)
 
     def _show_latest(self) -> None:
         self._show_timer = None
         self._last_shown = time.monotonic()
         if self.latest is not None:
-            self.dashboard.show_snapshot(self.latest)
+            try:
+                self.dashboard.show_snapshot(self.latest)
+                self._flush_chart_unless_running()
+            except NoMatches:
+                pass  # a timer that fired while the app tears its widgets down
+
+    def _flush_chart_unless_running(self) -> None:
+        # While training runs, the chart catches up at the next snapshot; otherwise none
+        # may come, so draw what it holds now.
+        if self.session_state is not SessionState.RUNNING:
+            self.dashboard.chart.flush()
 
     def on_session_state_changed(self, message: SessionStateChanged) -> None:
-        if self._early_message(message):
+        if self._hold_until_ready(message):
             return
         state = message.state
         if state is SessionState.COMPILING:
@@ -164,18 +185,22 @@ class DashboardApp(App[None]):
         if confirmed or state not in _LIVE:
             self.pending = None
         self._show_state()
-        if state is SessionState.ERROR:
+        self._flush_chart_unless_running()
+        if self.quitting and state.is_final:
+            self.exit()
+        elif state is SessionState.ERROR:
             self.notify(message.message or "training failed", title="training error", severity="error", timeout=30)
         elif state is SessionState.FINISHED:
             self.notify("Training has ended. Press q to quit.", title="finished", timeout=10)
 
     def on_session_event_logged(self, message: SessionEventLogged) -> None:
-        if self._early_message(message):
+        if self._hold_until_ready(message):
             return
         event = message.event
         self.dashboard.add_event(event)
         if event.kind == "hparams":
             self.dashboard.chart.add_edit(event.update * self.config.steps_per_update)
+            self._flush_chart_unless_running()
             for name in event.data.get("changes", {}):
                 self.pending_edits.pop(name, None)
             self.dashboard.hparams_panel.pending = dict(self.pending_edits)
@@ -188,13 +213,16 @@ class DashboardApp(App[None]):
             self.notify(event.message, severity="warning", timeout=8)
 
     def on_device_stats_sampled(self, message: DeviceStatsSampled) -> None:
-        if not self._early_message(message):
+        if not self._hold_until_ready(message):
             self.dashboard.show_devices(message.stats)
 
     # --- timers and workers -----------------------------------------------------------
     def _tick_compile(self) -> None:
         if self.session_state is SessionState.COMPILING and self._compile_started is not None:
-            self.dashboard.status.compile_seconds = self._clock() - self._compile_started
+            try:
+                self.dashboard.status.compile_seconds = self._clock() - self._compile_started
+            except NoMatches:
+                pass  # fired during teardown
 
     @work(thread=True, exclusive=True, group="devices", exit_on_error=False)
     def _sample_devices(self) -> None:
@@ -203,12 +231,14 @@ class DashboardApp(App[None]):
 
     def _show_state(self) -> None:
         self.dashboard.show_state(self.session_state, self.state_message, self.pending)
-        self.refresh_bindings()
+        # The footer rebuilds its keys when bindings change (Pause <-> Resume): tens of
+        # ms. Let the status line reach the screen first, then update the footer.
+        self.call_after_refresh(self.refresh_bindings)
 
     # --- actions ----------------------------------------------------------------------
     @property
     def is_live(self) -> bool:
-        return self.session_state in _LIVE and self.pending != "stopping"
+        return self.session_state in _LIVE and not self.quitting
 
     @property
     def wants_paused(self) -> bool:
@@ -299,19 +329,25 @@ class DashboardApp(App[None]):
             self.push_screen(HelpScreen(self.dashboard.BINDINGS))
 
     async def action_quit(self) -> None:
-        """q, ctrl+q and the palette's Quit: ask first while training runs."""
+        """q, ctrl+q and the palette's Quit: ask first while training runs; while the
+        session is stopping, quit at once (run_dashboard still waits, bounded)."""
         if not self.is_live:
             self.exit()
         elif not isinstance(self.screen, QuitConfirm):
             self.push_screen(QuitConfirm(), self._quit_answered)
 
     def _quit_answered(self, stop: bool | None) -> None:
-        if stop:
-            self.pending = "stopping"
-            self._show_state()
-            self.session.submit(Stop())
-            # run_dashboard waits (bounded) for the session after the app has gone.
-            self.exit()
+        if not stop:
+            return
+        # Stay up until the session has ended: one chunk (a fraction of a second), or the
+        # rest of a compile, which XLA cannot interrupt. Exiting with the session thread
+        # inside XLA would abort the interpreter at shutdown.
+        self.quitting = True
+        self.pending = "stopping"
+        self.session.submit(Stop())
+        self._show_state()
+        if self.session_state is SessionState.COMPILING:
+            self.notify("Stopping once the compile finishes. Press q again to quit at once.", timeout=30)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         for command in super().get_system_commands(screen):

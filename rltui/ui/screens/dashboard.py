@@ -51,7 +51,7 @@ class DashboardScreen(Screen):
     class Ready(Message):
         """Composed and mounted: the app may fill it in and start the session."""
 
-    def __init__(self, config: RunConfig, *, chart_interval: float = 1.0):
+    def __init__(self, config: RunConfig, *, chart_interval: float = 2.0):
         super().__init__(id="dashboard")
         self.config = config
         self.chart_interval = chart_interval
@@ -103,8 +103,7 @@ class DashboardScreen(Screen):
         self.hparams_panel.values = snapshot.hparams
 
     def show_state(self, state: SessionState, message: str | None, pending: str | None) -> None:
-        status = self.status
-        status.state, status.state_message, status.pending = state, message, pending
+        self.status.show_state(state, message, pending)
 
     def add_event(self, event: SessionEvent) -> None:
         self.events_log.add(event)

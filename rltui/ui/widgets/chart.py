@@ -44,7 +44,9 @@ def downsample(xs: Sequence[float], ys: Sequence[float], buckets: int) -> tuple[
 
 class MetricChart(PlotextPlot):
     """Redrawn at most every `min_interval` seconds: plotext runs on the UI thread, and
-    snapshots can arrive faster than a chart is worth redrawing.
+    snapshots can arrive faster than a chart is worth redrawing. New data that is not
+    drawn yet waits for the next `show` (or `flush`); there is no timer of its own, so
+    redraws keep to the moments the app chose for drawing (not at chunk boundaries).
 
     Lines are served through the Line API (`render_line`) from strips built once per
     redraw: Textual re-renders widgets on style changes (a dialog opening, focus moving),
@@ -55,7 +57,7 @@ class MetricChart(PlotextPlot):
 
     metric: reactive[str] = reactive("episode_return")
 
-    def __init__(self, *, min_interval: float = 1.0, clock=time.monotonic, **kwargs):
+    def __init__(self, *, min_interval: float = 2.0, clock=time.monotonic, **kwargs):
         super().__init__(**kwargs)
         self.min_interval = min_interval
         self._clock = clock
@@ -63,7 +65,7 @@ class MetricChart(PlotextPlot):
         self._history: Mapping[str, Sequence[float]] = {}
         self.edit_steps: list[int] = []
         self._last_draw = -math.inf
-        self._redraw_timer = None
+        self.stale = False  # data or edits not drawn yet
         self._version = 0  # bumped by each redraw
         self._strips_key: tuple | None = None
         self._strips: list[Strip] = []
@@ -90,26 +92,20 @@ class MetricChart(PlotextPlot):
 
     def show(self, steps: Sequence[int], history: Mapping[str, Sequence[float]]) -> None:
         self._steps, self._history = steps, history
-        self._schedule()
+        self.stale = True
+        if self.is_mounted and self._clock() - self._last_draw >= self.min_interval:
+            self.redraw()
 
     def add_edit(self, env_steps: int) -> None:
+        """Marked at the next redraw (`show` or `flush`)."""
         self.edit_steps.append(env_steps)
-        count = len(self.edit_steps)
-        self.border_subtitle = f"│ = hyperparameter edit ({count})"
-        self._schedule()
+        self.border_subtitle = f"│ = hyperparameter edit ({len(self.edit_steps)})"
+        self.stale = True
 
-    def _schedule(self) -> None:
-        if not self.is_mounted:
-            return
-        wait = self._last_draw + self.min_interval - self._clock()
-        if wait <= 0:
+    def flush(self) -> None:
+        """Draw what is pending now: training has paused or ended, no `show` will come."""
+        if self.stale and self.is_mounted:
             self.redraw()
-        elif self._redraw_timer is None:
-            self._redraw_timer = self.set_timer(wait, self._timed_redraw)
-
-    def _timed_redraw(self) -> None:
-        self._redraw_timer = None
-        self.redraw()
 
     def _colour(self, component: str) -> tuple[int, int, int] | None:
         colour = self.get_component_rich_style(component).color
@@ -117,6 +113,7 @@ class MetricChart(PlotextPlot):
 
     def redraw(self) -> None:
         self._last_draw = self._clock()
+        self.stale = False
         plt = self.plt
         plt.clear_data()
         ys = self._history.get(self.metric, ())

@@ -10,12 +10,13 @@ from textual.widgets import Static
 from rltui.session.devices import DeviceStats
 from rltui.ui.format import fmt_bytes
 
-_BARS = " ▁▂▃▄▅▆▇█"
+_BARS = "▁▂▃▄▅▆▇█"
 
 
 def core_bars(percents: tuple[float, ...]) -> str:
-    """One cell per core, its height the core's use: 64 cores still fit on a line."""
-    return "".join(_BARS[min(8, max(0, round(p / 100 * 8)))] for p in percents)
+    """One cell per core, its height the core's use (an idle core is the lowest bar, not
+    a gap): 64 cores still fit on a line."""
+    return "".join(_BARS[min(7, max(0, round(p / 100 * 7)))] for p in percents)
 
 
 def _memory(used: int | None, total: int | None) -> str:

@@ -26,8 +26,9 @@ def _static_value(value: object) -> str:
 
 
 class HParamsPanel(VerticalScroll):
-    values: reactive[Mapping[str, float]] = reactive(dict, always_update=True)
-    pending: reactive[Mapping[str, float]] = reactive(dict, always_update=True)
+    # Compared by content: every snapshot carries the values, they rarely change.
+    values: reactive[Mapping[str, float]] = reactive(dict)
+    pending: reactive[Mapping[str, float]] = reactive(dict)
 
     def __init__(self, config: RunConfig, **kwargs):
         super().__init__(**kwargs)

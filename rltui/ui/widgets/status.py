@@ -40,11 +40,20 @@ class StatusBar(Widget):
 
     @property
     def state_text(self) -> str:
+        if self.pending == "stopping" and self.state is SessionState.COMPILING:
+            return f"stopping after the compile ({self.compile_seconds:.0f} s)"
         if self.pending in PENDING_LABELS:
             return PENDING_LABELS[self.pending]
         if self.state is SessionState.COMPILING:
             return f"compiling {self.compile_seconds:.0f} s"
         return self.state.value
+
+    def show_state(self, state: SessionState, message: str | None, pending: str | None) -> None:
+        """Set all three at once: one badge update instead of three."""
+        self.set_reactive(StatusBar.state, state)
+        self.set_reactive(StatusBar.state_message, message)
+        self.set_reactive(StatusBar.pending, pending)
+        self._show_state()
 
     def watch_run_info(self, text: str) -> None:
         if self.is_mounted:

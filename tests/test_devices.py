@@ -1,0 +1,175 @@
+"""The device stats sampler: real sources where this machine has them, fakes for the
+rest (NVML, JAX devices with memory stats); a missing or failing source is reported,
+never raised."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import psutil
+import pytest
+
+from rltui.session.devices import DeviceSampler, DeviceStats, GpuStats, JaxDeviceStats
+
+
+def test_sample_on_this_machine_never_raises():
+    sampler = DeviceSampler()
+    stats = sampler.sample()
+    sampler.close()
+    assert len(stats.cpu_percent) == psutil.cpu_count()
+    assert all(0 <= p <= 100 for p in stats.cpu_percent)
+    assert stats.process_rss > 0 and stats.memory_total >= stats.process_rss
+    # Either NVML found GPUs or the reason it did not is given.
+    assert stats.gpus or stats.unavailable["gpu"]
+
+
+def test_jax_devices_only_once_jax_is_loaded():
+    """The sampler must not import JAX itself (that would fix its device count from the
+    sampler thread), nor textual: run in a fresh interpreter to see sys.modules."""
+    code = (
+        "import sys\n"
+        "from rltui.session.devices import DeviceSampler\n"
+        "s = DeviceSampler(use_nvml=False)\n"
+        "print(s.sample().unavailable['jax'])\n"
+        "assert 'jax' not in sys.modules and 'textual' not in sys.modules\n"
+        "import jax\n"
+        "(d,) = s.sample().jax_devices[:1]\n"
+        "print(d.label, d.kind, d.bytes_in_use)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+        env={**__import__("os").environ, "JAX_PLATFORMS": "cpu"},
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["JAX not loaded", "cpu:0 cpu None"]
+
+
+class FakeDevice:
+    def __init__(self, id, stats=None, fail=False):
+        self.platform, self.id, self.device_kind = "gpu", id, "Fake H200"
+        self._stats, self._fail = stats, fail
+
+    def memory_stats(self):
+        if self._fail:
+            raise RuntimeError("not supported")
+        return self._stats
+
+
+def test_jax_memory_stats_where_available(monkeypatch):
+    fake_jax = types.SimpleNamespace(
+        devices=lambda: [FakeDevice(0, {"bytes_in_use": 5, "bytes_limit": 100, "peak_bytes_in_use": 7}),
+                         FakeDevice(1, fail=True)]
+    )
+    monkeypatch.setitem(sys.modules, "jax", fake_jax)
+    stats = DeviceSampler(use_nvml=False).sample()
+    assert stats.jax_devices == (
+        JaxDeviceStats("gpu", 0, "Fake H200", 5, 100, 7),
+        JaxDeviceStats("gpu", 1, "Fake H200", None, None, None),
+    )
+    assert "jax" not in stats.unavailable
+
+
+def test_jax_failure_is_reported(monkeypatch):
+    def broken():
+        raise RuntimeError("backend exploded")
+
+    monkeypatch.setitem(sys.modules, "jax", types.SimpleNamespace(devices=broken))
+    stats = DeviceSampler(use_nvml=False).sample()
+    assert stats.jax_devices == ()
+    assert stats.unavailable["jax"] == "RuntimeError: backend exploded"
+
+
+def fake_nvml(fail_util=False, fail_init=False):
+    calls = {"init": 0, "shutdown": 0}
+
+    class NVMLError(Exception):
+        pass
+
+    def init():
+        calls["init"] += 1
+        if fail_init:
+            raise NVMLError("NVML Shared Library Not Found")
+
+    def utilization(handle):
+        if fail_util:
+            raise NVMLError("not supported")
+        return types.SimpleNamespace(gpu=93)
+
+    module = types.SimpleNamespace(
+        nvmlInit=init,
+        nvmlShutdown=lambda: calls.__setitem__("shutdown", calls["shutdown"] + 1),
+        nvmlDeviceGetCount=lambda: 2,
+        nvmlDeviceGetHandleByIndex=lambda i: f"handle{i}",
+        nvmlDeviceGetName=lambda h: b"NVIDIA H200" if h == "handle0" else "NVIDIA H200",
+        nvmlDeviceGetUtilizationRates=utilization,
+        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(used=12 * 2**30, total=141 * 2**30),
+    )
+    return module, calls
+
+
+def test_nvml_gpu_utilisation_and_memory(monkeypatch):
+    module, calls = fake_nvml()
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    sampler = DeviceSampler()
+    stats = sampler.sample()
+    assert stats.gpus == (
+        GpuStats(0, "NVIDIA H200", 93.0, 12 * 2**30, 141 * 2**30),
+        GpuStats(1, "NVIDIA H200", 93.0, 12 * 2**30, 141 * 2**30),
+    )
+    assert "gpu" not in stats.unavailable
+    sampler.sample()
+    sampler.close()
+    assert calls == {"init": 1, "shutdown": 1}
+
+
+def test_nvml_partial_failure_keeps_the_other_readings(monkeypatch):
+    module, _ = fake_nvml(fail_util=True)
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    (gpu, _) = DeviceSampler().sample().gpus
+    assert gpu.utilization_percent is None and gpu.memory_total == 141 * 2**30
+
+
+def test_missing_nvml_is_reported_once_not_retried(monkeypatch):
+    module, calls = fake_nvml(fail_init=True)
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    sampler = DeviceSampler()
+    for _ in range(3):
+        stats = sampler.sample()
+    assert stats.gpus == () and "NVML Shared Library Not Found" in stats.unavailable["gpu"]
+    assert calls["init"] == 1
+
+
+def test_missing_psutil_is_reported(monkeypatch):
+    monkeypatch.setitem(sys.modules, "psutil", None)  # import psutil -> ImportError
+    stats = DeviceSampler(use_nvml=False).sample()
+    assert stats.cpu_percent == () and stats.process_rss is None
+    assert "psutil" in stats.unavailable["cpu"] and "memory" not in stats.unavailable
+
+
+def test_failing_psutil_call_is_reported(monkeypatch):
+    sampler = DeviceSampler(use_nvml=False)
+
+    def broken(**kwargs):
+        raise PermissionError("no /proc")
+
+    monkeypatch.setattr(sampler._psutil, "cpu_percent", broken)
+    stats = sampler.sample()
+    assert stats.unavailable["cpu"] == "PermissionError: no /proc"
+    assert stats.process_rss is not None  # memory still read
+
+
+@pytest.mark.parametrize("stats, expected", [
+    (DeviceStats(unavailable={"cpu": "psutil missing", "gpu": "no driver", "jax": "JAX not loaded"}),
+     ["JAX devices unavailable (JAX not loaded)", "CPU unavailable (psutil missing)", "GPU unavailable (no driver)"]),
+    (DeviceStats(cpu_percent=(0.0, 100.0), process_rss=2**20, memory_total=2**30,
+                 jax_devices=(JaxDeviceStats("gpu", 0, "H200", 2**30, 2**31),),
+                 gpus=(GpuStats(0, "H200", None, None, None),)),
+     ["gpu:0 H200  mem 1.0 GiB / 2.0 GiB", "CPU  50% avg, 2 cores ▁█", "RSS 1.0 MiB / 1.0 GiB",
+      "GPU0 H200  util —  mem unavailable"]),
+])
+def test_device_panel_text(stats, expected):
+    from rltui.ui.widgets.devices import describe_stats
+
+    assert describe_stats(stats).plain.splitlines() == expected

@@ -1,0 +1,404 @@
+"""The dashboard, driven with Pilot against a fake session (tests/fakes.py), and once
+end to end against the real trainer."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+from fakes import FakeSession, fixed_device_stats
+from rltui.config import RunConfig
+from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
+from rltui.session.commands import Rollback
+from rltui.ui.app import DashboardApp, run_dashboard
+from rltui.ui.screens import HelpScreen, HParamEditor, QuitConfirm
+from rltui.ui.widgets import MetricSparkline
+
+TIMEOUT = 10.0
+
+
+def run_scenario(session, run_dir: Path, scenario, size=(100, 30), **app_kwargs) -> DashboardApp:
+    app_kwargs.setdefault("device_source", fixed_device_stats())
+    app_kwargs.setdefault("user_theme_dir", run_dir / "no-user-themes")
+    app = DashboardApp(session, RunConfig(), run_dir, chart_interval=0, refresh_interval=0, **app_kwargs)
+
+    async def main():
+        async with app.run_test(size=size) as pilot:
+            await until(pilot, lambda: session.started)
+            await scenario(app, pilot)
+
+    asyncio.run(main())
+    return app
+
+
+async def until(pilot, predicate, timeout: float = TIMEOUT) -> None:
+    """Let the app process messages until `predicate()` holds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the dashboard")
+        await pilot.pause(0.01)
+
+
+def status_text(app: DashboardApp) -> str:
+    return app.dashboard.status.state_text
+
+
+def progress_text(app: DashboardApp) -> str:
+    return str(app.dashboard.query_one("#progress").content)
+
+
+def test_widgets_show_the_session_values(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 42)
+        fake.on_thread(fake.event, "warning", "something odd")
+        await until(pilot, lambda: "update 42/1,000" in progress_text(app))
+        assert "21.5k/512.0k steps" in progress_text(app)
+        assert "51.2k SPS" in progress_text(app)
+        assert status_text(app) == "running"
+        info = str(app.dashboard.query_one("#run-info").content)
+        assert "CartPole-v1" in info and "ppo" in info and "cpu:0" in info and tmp_path.name in info
+        # update 40 has no finished episode (NaN): the current return is update 42's
+        ret = app.dashboard.query_one("#spark-episode_return", MetricSparkline)
+        assert ret.stats_text.startswith(f"{9 + 4.5 * 42 + 3 * math.sin(42):.3g} (")
+        assert len(ret.query_one("Sparkline").data) == 42 - 8  # NaN every 5th update is left out
+        assert "lr" in str(app.dashboard.query_one("#hp-dynamic").content)
+        assert "2.5e-4" in str(app.dashboard.query_one("#hp-dynamic").content)
+        assert "CartPole-v1" in str(app.dashboard.query_one("#hp-static").content)
+        await until(pilot, lambda: app.dashboard.device_panel.stats is not None)
+        devices = str(app.dashboard.query_one("#device-text").content)
+        assert "Fake GPU" in devices and "93%" in devices and "812.0 MiB" in devices
+        await until(pilot, lambda: "something odd" in app.dashboard.events_log.text)
+        assert "[   42] warning" in app.dashboard.events_log.text
+
+    run_scenario(fake, tmp_path, scenario)
+
+
+def test_pause_shows_pausing_until_the_session_confirms(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        fake.hold_chunk()
+        await pilot.press("p")
+        assert fake.commands_of(Pause) == [Pause()]
+        assert status_text(app) == "pausing..."
+        await pilot.pause(0.05)
+        assert status_text(app) == "pausing..."  # the chunk is still in flight
+        fake.release_chunk()
+        await until(pilot, lambda: status_text(app) == "paused")
+        await pilot.press("space")
+        assert fake.commands_of(Resume) == [Resume()]
+        await until(pilot, lambda: status_text(app) == "running")
+        assert "paused at update 0" in app.dashboard.events_log.text
+
+    run_scenario(fake, tmp_path, scenario)
+
+
+def test_valid_edit_is_submitted_logged_and_marked_on_the_chart(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 10)
+        await pilot.press("e")
+        assert isinstance(app.screen, HParamEditor)
+        await pilot.press("down", "0", ".", "9", "8", "enter")  # gamma
+        assert not isinstance(app.screen, HParamEditor)
+        assert fake.commands_of(SetHParams) == [SetHParams({"gamma": 0.98})]
+        await until(pilot, lambda: "set gamma 0.99 -> 0.98" in app.dashboard.events_log.text)
+        assert app.dashboard.chart.edit_steps == [10 * RunConfig().steps_per_update]
+        assert app.pending_edits == {}
+        assert fake.hparams.gamma == pytest.approx(0.98)
+
+    run_scenario(fake, tmp_path, scenario)
+
+
+def test_invalid_edit_is_refused_in_the_editor(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await pilot.press("e", "minus", "1", "enter")
+        editor = app.screen
+        assert isinstance(editor, HParamEditor)
+        assert editor.error_text == "lr: expected a number > 0, got -1.0"
+        await pilot.press("ctrl+a", "ctrl+k", "a", "b", "c", "enter")
+        assert "not a number" in editor.error_text
+        await pilot.press("ctrl+a", "ctrl+k", "n", "a", "n", "enter")
+        assert "lr: expected" in editor.error_text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HParamEditor)
+        assert fake.commands_of(SetHParams) == []
+
+    run_scenario(fake, tmp_path, scenario)
+
+
+def test_save_checkpoint_submits_and_logs_the_answer(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await pilot.press("s")
+        assert fake.commands_of(SaveCheckpoint) == [SaveCheckpoint()]
+        await until(pilot, lambda: "checkpoint saved at update 0" in app.dashboard.events_log.text)
+
+    run_scenario(fake, tmp_path, scenario)
+
+
+def test_rollback_only_while_paused(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        await pilot.press("r")  # running: the key does nothing
+        assert fake.commands_of(Rollback) == []
+        await pilot.press("p")
+        await until(pilot, lambda: app.session_state is SessionState.PAUSED)
+        await pilot.press("r")
+        assert fake.commands_of(Rollback) == [Rollback()]
+        await until(pilot, lambda: "rolled back from update 0" in app.dashboard.events_log.text)
+
+    run_scenario(fake, tmp_path, scenario)
+
+
+def test_messages_before_the_dashboard_is_ready_are_kept(tmp_path):
+    """A session that is already running can report before the widgets exist."""
+    fake = FakeSession()
+    fake.start()
+    app = DashboardApp(fake, RunConfig(), tmp_path, device_source=fixed_device_stats(), refresh_interval=0,
+                       user_theme_dir=tmp_path)
+    fake.on_thread(fake.advance, 5)
+    fake.on_thread(fake.event, "warning", "early bird")
+
+    async def main():
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: "early bird" in app.dashboard.events_log.text)
+            await until(pilot, lambda: "update 5/" in progress_text(app))
+
+    asyncio.run(main())
+
+
+def test_nan_and_inf_metrics_do_not_crash(tmp_path):
+    fake = FakeSession()
+    bad = {name: value for name, value in zip(
+        ("episode_return", "policy_loss", "value_loss", "entropy", "approx_kl", "lr", "grad_norm"),
+        (math.nan, math.inf, -math.inf, math.nan, math.inf, math.nan, math.nan),
+    )}
+
+    async def scenario(app, pilot):
+        # first only non-finite values, then a mix
+        fake.on_thread(fake.advance, 3, {1: bad, 2: bad, 3: bad})
+        await until(pilot, lambda: "update 3/" in progress_text(app))
+        loss = app.dashboard.query_one("#spark-policy_loss", MetricSparkline)
+        assert loss.stats_text == "inf" and loss.query_one(".metric-stats").has_class("-nonfinite")
+        fake.on_thread(fake.advance, 20, {23: bad})
+        await until(pilot, lambda: "update 23/" in progress_text(app))
+        assert loss.stats_text.startswith("inf (")
+        for metric in ("episode_return", "policy_loss", "value_loss", "entropy", "approx_kl", "lr"):
+            spark = app.dashboard.query_one(f"#spark-{metric}", MetricSparkline)
+            assert all(math.isfinite(v) for v in spark.query_one("Sparkline").data)
+        for _ in range(12):  # every chart metric, some all-NaN for a while
+            await pilot.press("c")
+        await pilot.pause()
+        assert app.return_code is None  # still running: nothing crashed
+
+    run_scenario(fake, tmp_path, scenario, size=(160, 48))
+
+
+def test_quit_asks_while_training_and_stops_cleanly_mid_chunk(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        await pilot.press("q")
+        assert isinstance(app.screen, QuitConfirm)
+        await pilot.press("n")
+        assert not isinstance(app.screen, QuitConfirm)
+        assert fake.commands_of(Stop) == []
+        fake.hold_chunk()  # the session is in the middle of a chunk
+        await pilot.press("q", "y")
+        assert fake.commands_of(Stop) == [Stop()]
+        assert status_text(app) == "stopping..." and app.return_code is None
+        await pilot.press("p", "e")  # nothing more reaches a stopping session
+        assert fake.commands == [Stop()] and not isinstance(app.screen, HParamEditor)
+        fake.release_chunk()  # the chunk ends, the session stops, the app exits
+        await until(pilot, lambda: app.return_code == 0)
+
+    started = time.monotonic()
+    run_scenario(fake, tmp_path, scenario)
+    assert time.monotonic() - started < 5
+    assert fake.join(TIMEOUT) and fake.state is SessionState.FINISHED
+
+
+def test_second_quit_while_stopping_exits_at_once(tmp_path):
+    """A compile cannot be interrupted: q again leaves without waiting for it."""
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        fake.hold_chunk()
+        await pilot.press("q", "y")
+        assert app.return_code is None
+        await pilot.press("q")
+        assert app.return_code == 0
+
+    run_scenario(fake, tmp_path, scenario)
+    assert not fake.join(0.05)  # still mid-chunk after the app has gone
+    fake.release_chunk()
+    assert fake.join(TIMEOUT)  # listener calls after the app exited were harmless
+    assert fake.state is SessionState.FINISHED
+
+
+def test_quit_after_the_run_ended_does_not_ask(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.set_state, SessionState.ERROR, "RuntimeError: boom")
+        await until(pilot, lambda: app.session_state is SessionState.ERROR)
+        assert status_text(app) == "error"
+        assert "RuntimeError: boom" in str(app.dashboard.query_one("#state-badge").content)
+        assert app.check_action("pause", ()) is False and app.check_action("resume", ()) is False
+        await pilot.press("p", "e")
+        assert fake.commands == [] and not isinstance(app.screen, HParamEditor)
+        await pilot.press("q")
+        assert app.return_code == 0
+
+    run_scenario(fake, tmp_path, scenario)
+
+
+def test_compiling_shows_elapsed_seconds(tmp_path):
+    fake = FakeSession()
+    now = [100.0]
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.set_state, SessionState.COMPILING)
+        await until(pilot, lambda: app.session_state is SessionState.COMPILING)
+        now[0] += 12.2
+        await until(pilot, lambda: status_text(app) == "compiling 12 s", timeout=3)
+
+    run_scenario(fake, tmp_path, scenario, clock=lambda: now[0])
+
+
+def test_side_panels_cycle_on_a_small_screen(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        shown = lambda: [p.id for p in app.dashboard.query(".side-panel") if p.display]  # noqa: E731
+        assert shown() == ["events"]
+        await pilot.press("v")
+        assert shown() == ["hparams"]
+        await pilot.press("v")
+        assert shown() == ["devices"]
+        await pilot.resize_terminal(160, 48)
+        assert shown() == ["hparams", "devices", "events"]
+        assert app.dashboard.check_action("cycle_side_panel", ()) is False
+
+    run_scenario(fake, tmp_path, scenario, size=(80, 24))
+
+
+def test_screenshot_key_saves_an_svg_into_the_run_directory(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 7)
+        await until(pilot, lambda: "update 7/" in progress_text(app))
+        await pilot.press("x")
+
+    run_scenario(fake, tmp_path, scenario)
+    (svg,) = tmp_path.glob("screenshot-u000007-*.svg")
+    assert svg.read_text().startswith("<svg")
+
+
+def test_help_screen_and_command_palette_list_every_action(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        keys = str(app.screen.query_one("#help-keys").content)
+        assert "p, space" in keys and "edit a hyperparameter" in keys
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        titles = {command.title for command in app.get_system_commands(app.screen)}
+        for title in ("Pause / resume training", "Edit hyperparameters", "Save checkpoint", "Next chart metric",
+                      "Next side panel", "Save SVG screenshot", "Help", "Theme", "Quit"):
+            assert title in titles
+
+    run_scenario(fake, tmp_path, scenario)
+
+
+def test_themes_are_registered_and_selectable(tmp_path):
+    user_dir = tmp_path / "themes"
+    user_dir.mkdir()
+    (user_dir / "mine.toml").write_text('name = "mine"\nprimary = "#ff0000"\ndark = false\n')
+    (user_dir / "broken.toml").write_text('name = "broken"\nprimary = "not a colour"\n')
+
+    async def scenario(app, pilot):
+        assert app.theme == "rltui-light"
+        assert {"rltui-dark", "rltui-light", "rltui-high-contrast", "mine"} <= set(app.available_themes)
+        assert "broken" not in app.available_themes
+        assert any("broken.toml" in problem for problem in app.theme_problems)
+        app.theme = "mine"
+        await pilot.pause()
+
+    run_scenario(FakeSession(), tmp_path, scenario, theme="light", user_theme_dir=user_dir)
+
+
+def test_theme_names_for_the_cli(tmp_path):
+    from rltui.ui.themes import available_theme_names, check_theme
+
+    names = available_theme_names(user_dir=tmp_path)
+    assert names[:3] == ["rltui-dark", "rltui-high-contrast", "rltui-light"]
+    assert "textual-dark" in names
+    assert check_theme(None, user_dir=tmp_path) == "rltui-dark"
+    assert check_theme("high-contrast", user_dir=tmp_path) == "rltui-high-contrast"
+    assert check_theme("nord", user_dir=tmp_path) == "nord"
+    with pytest.raises(ValueError) as err:
+        check_theme("nope", user_dir=tmp_path)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_theme_is_an_error_before_anything_starts(tmp_path):
+    fake = FakeSession()
+    with pytest.raises(ValueError, match=r"unknown theme 'nope'; available: rltui-dark, "):
+        run_dashboard(fake, RunConfig(), tmp_path, theme="nope")
+    assert not fake.started
+
+
+def test_end_to_end_with_the_real_trainer(tmp_path):
+    """Launch over a real session, wait for metrics, pause, edit lr, resume, quit."""
+    from rltui.session import TrainingSession
+    from rltui.session.backend import JaxBackend
+
+    config = RunConfig(num_envs=2, num_steps=8, num_minibatches=2, update_epochs=1, hidden_sizes=(16,),
+                       total_timesteps=10_000_000, chunk_seconds=0.1)
+    session = TrainingSession(JaxBackend(config.static_config(), config.seed), config.dynamic_hparams(),
+                              config.total_updates, chunk_seconds=config.chunk_seconds)
+    app = DashboardApp(session, config, tmp_path, device_source=fixed_device_stats(), user_theme_dir=tmp_path)
+
+    async def main():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.latest is not None and app.latest.update > 0, timeout=60)
+            await pilot.press("p")
+            await until(pilot, lambda: app.session_state is SessionState.PAUSED)
+            await pilot.press("e", "1", "e", "-", "3", "enter")
+            await until(pilot, lambda: "hparams" in app.dashboard.events_log.text)
+            await pilot.press("p")
+            await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+            seen["kinds"] = [event.kind for event in app.dashboard.events_log.events]
+            seen["log"] = app.dashboard.events_log.text
+            seen["edits"] = list(app.dashboard.chart.edit_steps)
+            await pilot.press("q", "y")
+
+    seen = {}
+    asyncio.run(main())
+    assert session.join(TIMEOUT)
+    assert session.state is SessionState.FINISHED
+    assert float(session.hparams.lr) == pytest.approx(1e-3)
+    assert seen["kinds"][:4] == ["compiled", "paused", "hparams", "resumed"]
+    assert "set lr 0.00025 -> 0.001" in seen["log"]
+    assert len(seen["edits"]) == 1
