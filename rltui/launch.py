@@ -123,7 +123,12 @@ def launch(args) -> int:
             return run_headless(session, run_dir)
         from rltui.ui.app import run_dashboard
 
-        return run_dashboard(session, config, run_dir, theme=theme)
+        code = run_dashboard(session, config, run_dir, theme=theme)
+        if not session.join(0):
+            # The user gave up waiting (q twice during a compile): the thread is inside XLA,
+            # and interpreter shutdown would abort under it. Run files are flushed per chunk.
+            os._exit(code)
+        return code
     finally:
         recorder.close()
 

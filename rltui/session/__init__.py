@@ -1,7 +1,7 @@
 """The training session: one thread running a trainer, driven by commands, reporting
 immutable snapshots. Never imports textual."""
 
-from rltui.session.commands import Pause, Resume, SaveCheckpoint, SetHParams, Stop
+from rltui.session.commands import Pause, Resume, Rollback, SaveCheckpoint, SetHParams, Stop
 from rltui.session.controller import SessionListener, TrainingSession, validate_changes
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.metrics import MetricsSnapshot, UpdateRecord
@@ -10,6 +10,7 @@ __all__ = [
     "MetricsSnapshot",
     "Pause",
     "Resume",
+    "Rollback",
     "SaveCheckpoint",
     "SessionEvent",
     "SessionListener",

@@ -21,12 +21,14 @@ class RunRecorder(SessionListener):
         self._events = open(self.run_dir / "events.jsonl", "a", encoding="utf-8")
 
     def on_metrics(self, snapshot: MetricsSnapshot) -> None:
-        if not snapshot.new_records:
+        if not snapshot.new_records or self._metrics.closed:
             return
         self._metrics.write("".join(json.dumps(r.to_json()) + "\n" for r in snapshot.new_records))
         self._metrics.flush()
 
     def on_event(self, event: SessionEvent) -> None:
+        if self._events.closed:
+            return
         self._events.write(json.dumps(event.to_json()) + "\n")
         self._events.flush()
 

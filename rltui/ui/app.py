@@ -33,6 +33,7 @@ from rltui.ui.messages import (
     SessionStateChanged,
 )
 from rltui.ui.screens import DashboardScreen, HelpScreen, HParamEditor, QuitConfirm
+from trainers.hparams import ALGO_HPARAMS
 from rltui.ui.themes import load_themes, resolve_theme_name
 
 # After Stop, how long to wait for the chunk in flight (or a compile) before giving up:
@@ -280,7 +281,8 @@ class DashboardApp(App[None]):
         if not self.is_live or isinstance(self.screen, HParamEditor):
             return
         if not self.is_screen_installed("hparam-editor"):
-            self.install_screen(HParamEditor(self.session.hparams.as_floats()), "hparam-editor")
+            editor = HParamEditor(self.session.hparams.as_floats(), fields=ALGO_HPARAMS[self.config.algo])
+            self.install_screen(editor, "hparam-editor")
         editor = self.get_screen("hparam-editor")
         editor.prepare(self.session.hparams.as_floats(), self._last_edited)
         self.push_screen(editor, self._edit_chosen)

@@ -47,15 +47,16 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
         Binding("down", "move_field(1)", "Next field", show=False),
     ]
 
-    def __init__(self, values: Mapping[str, float], field: str = "lr"):
+    def __init__(self, values: Mapping[str, float], field: str = "lr", fields: tuple[str, ...] = EDITABLE_HPARAMS):
         super().__init__()
+        self.fields = tuple(fields)  # the live-editable keys of the run's algorithm
         self.values = dict(values)
-        self.field = field if field in EDITABLE_HPARAMS else EDITABLE_HPARAMS[0]
+        self.field = field if field in self.fields else self.fields[0]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="editor-dialog"):
             yield Label("Applied at the next chunk boundary, without recompiling.", id="editor-title")
-            fields = OptionList(*(self._option(name) for name in EDITABLE_HPARAMS), id="editor-fields")
+            fields = OptionList(*(self._option(name) for name in self.fields), id="editor-fields")
             fields.can_focus = False  # typing goes to the value; up/down move the field
             yield fields
             yield Label("", id="editor-rule", markup=False)
@@ -69,7 +70,7 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
     def prepare(self, values: Mapping[str, float], field: str) -> None:
         """Fresh values and a clean input for the next opening."""
         self.values = dict(values)
-        self.field = field if field in EDITABLE_HPARAMS else EDITABLE_HPARAMS[0]
+        self.field = field if field in self.fields else self.fields[0]
         if self.is_mounted:
             self._reset()
 
@@ -79,9 +80,9 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
 
     def _reset(self) -> None:
         fields = self.query_one("#editor-fields", OptionList)
-        for name in EDITABLE_HPARAMS:
+        for name in self.fields:
             fields.replace_option_prompt(name, self._option(name).prompt)
-        fields.highlighted = EDITABLE_HPARAMS.index(self.field)
+        fields.highlighted = self.fields.index(self.field)
         value = self.query_one("#editor-value", Input)
         value.value = ""
         self._show_field()
@@ -111,7 +112,7 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
 
     def action_move_field(self, step: int) -> None:
         fields = self.query_one("#editor-fields", OptionList)
-        fields.highlighted = ((fields.highlighted or 0) + step) % len(EDITABLE_HPARAMS)
+        fields.highlighted = ((fields.highlighted or 0) + step) % len(self.fields)
 
     @on(Input.Submitted, "#editor-value")
     def _value_submitted(self, event: Input.Submitted) -> None:

@@ -12,7 +12,7 @@ from textual.widgets import Label, Static
 
 from rltui.config import KEYS, RunConfig
 from rltui.ui.format import fmt_value
-from trainers.hparams import EDITABLE_HPARAMS
+from trainers.hparams import ALGO_HPARAMS
 
 
 def _static_value(value: object) -> str:
@@ -33,9 +33,11 @@ class HParamsPanel(VerticalScroll):
     def __init__(self, config: RunConfig, **kwargs):
         super().__init__(**kwargs)
         self.config = config
+        self.fields = ALGO_HPARAMS[config.algo]  # the live-editable keys of the run's algorithm
 
     def compose(self) -> ComposeResult:
-        yield Static(id="hp-dynamic", markup=False)
+        # One line per field from the start: later updates skip the layout pass.
+        yield Static("\n".join(self.fields), id="hp-dynamic", markup=False)
         yield Label("static: restart to change", id="hp-static-title")
         # Long names (checkpoint_every_updates) run over rather than push every value right.
         width = min(16, max(len(k) for k in KEYS))
@@ -57,9 +59,9 @@ class HParamsPanel(VerticalScroll):
     def _show(self) -> None:
         if not self.is_mounted:
             return
-        width = max(len(k) for k in EDITABLE_HPARAMS)
+        width = max(len(k) for k in self.fields)
         lines = []
-        for name in EDITABLE_HPARAMS:
+        for name in self.fields:
             line = f"{name:<{width}} {fmt_value(self.values.get(name))}"
             if name in self.pending and self.pending[name] != self.values.get(name):
                 line += f" → {fmt_value(self.pending[name])} (next chunk)"
