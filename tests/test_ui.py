@@ -165,6 +165,20 @@ def test_rollback_only_while_paused(tmp_path):
     run_scenario(fake, tmp_path, scenario)
 
 
+def test_divergence_alerts_and_offers_rollback(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        fake.on_thread(fake.event, "nonfinite", "non-finite loss or gradient: training paused")
+        fake.on_thread(fake.set_state, SessionState.PAUSED, "non-finite loss or gradient")
+        await until(pilot, lambda: any("roll back" in str(n.message) for n in app._notifications))
+        await pilot.press("r")
+        assert fake.commands_of(Rollback) == [Rollback()]
+
+    run_scenario(fake, tmp_path, scenario)
+
+
 def test_messages_before_the_dashboard_is_ready_are_kept(tmp_path):
     """A session that is already running can report before the widgets exist."""
     fake = FakeSession()
