@@ -9,7 +9,8 @@ import jax.monitoring
 
 from trainers.hparams import DynamicHParams, StaticConfig
 from trainers.parallel import DataParallel
-from trainers.ppo import make_trainer
+from trainers.algos import make_trainer
+import numpy as np
 
 TINY = dict(num_envs=2, num_steps=8, num_minibatches=2, update_epochs=1, hidden_sizes=(16,), max_chunk_updates=8)
 
@@ -54,3 +55,15 @@ def host_metrics(metrics):
     host = jax.device_get(metrics)
     n = int(host.num_updates)
     return {k: v[:n] for k, v in vars(host.per_update).items()}
+
+
+def train_returns(static: StaticConfig, updates: int, seed: int, hp: DynamicHParams) -> np.ndarray:
+    """Mean episode return of each of `updates` updates, run in chunks of max_chunk_updates."""
+    parallel, state, hp = build(static, seed=seed, hp=hp)
+    returns, done = [], 0
+    while done < updates:
+        count = min(static.max_chunk_updates, updates - done)
+        state, metrics = parallel.run_chunk(state, hp, count)
+        returns.extend(host_metrics(metrics)["episode_return"].tolist())
+        done += count
+    return np.array(returns)

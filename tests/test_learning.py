@@ -2,21 +2,13 @@
 
 import numpy as np
 
-from helpers import build, host_metrics
+from helpers import train_returns
 from trainers.hparams import DynamicHParams, StaticConfig
 
 
 def train(static: StaticConfig, total_steps: int, seed: int, **hparams) -> np.ndarray:
     updates = total_steps // static.steps_per_update
-    hp = DynamicHParams.create(anneal_updates=updates, **hparams)
-    parallel, state, hp = build(static, seed=seed, hp=hp)
-    returns, done = [], 0
-    while done < updates:
-        count = min(static.max_chunk_updates, updates - done)
-        state, metrics = parallel.run_chunk(state, hp, count)
-        returns.extend(host_metrics(metrics)["episode_return"].tolist())
-        done += count
-    return np.array(returns)
+    return train_returns(static, updates, seed, DynamicHParams.create(anneal_updates=updates, **hparams))
 
 
 def test_cartpole_reaches_400_within_300k_steps():

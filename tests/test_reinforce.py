@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from helpers import count_compiles, host_metrics
+from helpers import count_compiles, host_metrics, train_returns
 from trainers import networks, pg_losses
 from trainers.base import AXIS
 from trainers.envs import EnvSpec
@@ -290,16 +290,7 @@ LEARN_HP = dict(lr=5e-3, max_grad_norm=100.0, anneal_lr=1.0)
 
 
 def train(seed: int, updates: int) -> np.ndarray:
-    hp = DynamicHParams.create(anneal_updates=updates, **LEARN_HP)
-    parallel = parallel_for(LEARN)
-    state = parallel.init(jax.random.PRNGKey(seed), hp)
-    returns, done = [], 0
-    while done < updates:
-        count = min(LEARN.max_chunk_updates, updates - done)
-        state, metrics = parallel.run_chunk(state, hp, count)
-        returns.extend(host_metrics(metrics)["episode_return"].tolist())
-        done += count
-    return np.array(returns)
+    return train_returns(LEARN, updates, seed, DynamicHParams.create(anneal_updates=updates, **LEARN_HP))
 
 
 @pytest.mark.parametrize("seed", [0, 1])
