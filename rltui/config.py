@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from trainers.envs import SUPPORTED_ENVS
-from trainers.hparams import ACTIVATIONS, ALGOS, DynamicHParams, HParamError, StaticConfig, validate_hparam
+from trainers.hparams import ACTIVATIONS, ALGOS, PRECISIONS, DynamicHParams, HParamError, StaticConfig, validate_hparam
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,6 +45,8 @@ class RunConfig:
     update_epochs: int = _STATIC.update_epochs
     hidden_sizes: tuple[int, ...] = _STATIC.hidden_sizes
     activation: str = _STATIC.activation
+    precision: str = _STATIC.precision
+    num_seeds: int = _STATIC.num_seeds
     lr: float = _HPARAMS["lr"]
     anneal_lr: bool = _HPARAMS["anneal_lr"] > 0
     gamma: float = _HPARAMS["gamma"]
@@ -79,6 +81,8 @@ class RunConfig:
             update_epochs=self.update_epochs,
             hidden_sizes=tuple(self.hidden_sizes),
             activation=self.activation,
+            precision=self.precision,
+            num_seeds=self.num_seeds,
         )
 
     def dynamic_hparams(self) -> DynamicHParams:
@@ -120,6 +124,8 @@ KEYS: dict[str, KeyInfo] = {
     "update_epochs": KeyInfo("passes over each rollout"),
     "hidden_sizes": KeyInfo("hidden layer widths of the policy and value MLPs"),
     "activation": KeyInfo("hidden activation: " + ", ".join(ACTIVATIONS)),
+    "precision": KeyInfo("network arithmetic: fp32, or bf16 (bfloat16 matmuls; float32 params, optimizer and losses)"),
+    "num_seeds": KeyInfo("independent agents trained at once (seed, seed+1, ...), vmapped in one program"),
     "lr": KeyInfo("Adam learning rate (start value when annealed)", dynamic=True),
     "anneal_lr": KeyInfo("decay the learning rate linearly to 0 over the run"),
     "gamma": KeyInfo("discount factor", dynamic=True),
@@ -153,6 +159,7 @@ _INT_RANGES = {
     "num_steps": (1, None),
     "num_minibatches": (1, None),
     "update_epochs": (1, None),
+    "num_seeds": (1, None),
     "devices": (0, None),
     "checkpoint_every_updates": (0, None),
     "keep_checkpoints": (1, None),
@@ -214,6 +221,8 @@ def _coerce(key: str, value: Any) -> Any:
         raise _expect(key, "one of " + ", ".join(ALGOS), value)
     if key == "activation" and value not in ACTIVATIONS:
         raise _expect(key, "one of " + ", ".join(ACTIVATIONS), value)
+    if key == "precision" and value not in PRECISIONS:
+        raise _expect(key, "one of " + ", ".join(PRECISIONS), value)
     return value
 
 

@@ -74,15 +74,24 @@ def cmd_eval(args) -> int:
 
     trainer = make_trainer(config.static_config(), num_devices=1)
     parallel = DataParallel(trainer, jax.local_devices()[:1])
-    template = checkpoint.to_portable(parallel.init(jax.random.PRNGKey(0), config.dynamic_hparams()))
+    template = checkpoint.to_portable(parallel.init(parallel.seed_keys(0), config.dynamic_hparams()))
     try:
         restored, _ = checkpoint.decode(data, template)
     except CheckpointError as err:
         return _fail(str(err))
     run = jax.jit(lambda params, key: evaluate(params, key, spec=trainer.spec, apply_fn=trainer.apply,
                                                episodes=args.episodes, greedy=not args.sample))
+    if config.num_seeds > 1:  # every agent of a many-seeds run, on the same episodes
+        run = jax.vmap(run, in_axes=(0, None))
     returns = np.asarray(run(restored.params, jax.random.PRNGKey(args.seed)))
     mode = "sampled" if args.sample else "greedy"
     print(f"{config.env}, update {metadata.get('update')}, {args.episodes} episodes ({mode}):")
-    print(f"mean {returns.mean():.2f}  std {returns.std():.2f}  min {returns.min():.2f}  max {returns.max():.2f}")
+    if config.num_seeds > 1:
+        for i, agent in enumerate(returns):
+            print(f"  seed {config.seed + i}: {_stats(agent)}")
+    print(_stats(returns))
     return 0
+
+
+def _stats(returns) -> str:
+    return f"mean {returns.mean():.2f}  std {returns.std():.2f}  min {returns.min():.2f}  max {returns.max():.2f}"

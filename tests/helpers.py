@@ -8,7 +8,7 @@ import jax
 import jax.monitoring
 
 from trainers.hparams import DynamicHParams, StaticConfig
-from trainers.parallel import DataParallel
+from trainers.parallel import build as parallel_build
 from trainers.algos import make_trainer
 import numpy as np
 
@@ -46,9 +46,9 @@ def build(static: StaticConfig, seed: int = 0, hp: DynamicHParams | None = None,
     hp = hp or DynamicHParams.create(anneal_updates=100)
     key = (static, tuple(devices))
     if fresh or key not in _PARALLEL_CACHE:
-        _PARALLEL_CACHE[key] = DataParallel(make_trainer(static, len(devices)), devices)
+        _PARALLEL_CACHE[key] = parallel_build(static, devices)
     parallel = _PARALLEL_CACHE[key]
-    return parallel, parallel.init(jax.random.PRNGKey(seed), hp), hp
+    return parallel, parallel.init(parallel.seed_keys(seed), hp), hp
 
 
 def host_metrics(metrics):

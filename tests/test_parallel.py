@@ -33,6 +33,23 @@ SCRIPT = textwrap.dedent(
         "loss_two": host_metrics(m2)["policy_loss"].tolist(),
         "loss_one": host_metrics(m1)["policy_loss"].tolist(),
     }
+
+    # Three seeds vmapped inside the two-device map: same agents as on one device, and the
+    # checkpoint layout (seed axis, global env axis) does not depend on the device count.
+    from trainers import checkpoint
+    import dataclasses
+    seeded = dataclasses.replace(static, num_seeds=3)
+    two, state2, hp = build(seeded, seed=1, devices=devices[:2])
+    one, state1, _ = build(seeded, seed=1, devices=devices[:1])
+    state2, m2 = two.run_chunk(state2, hp, 3)
+    state1, m1 = one.run_chunk(state1, hp, 3)
+    port2, port1 = checkpoint.to_portable(state2), checkpoint.to_portable(state1)
+    diffs = [float(np.max(np.abs(np.asarray(a, float) - np.asarray(b, float)))) for a, b in zip(jax.tree.leaves(port2), jax.tree.leaves(port1))]
+    out["seeds_metrics_shape"] = list(m2.per_update.policy_loss.shape)
+    out["seeds_replicas_identical"] = all(np.array_equal(x[0], x[1]) for x in jax.tree.leaves(jax.device_get(state2.params)))
+    out["seeds_max_abs_diff_vs_one_device"] = max(diffs)
+    out["seeds_obs_shape"] = list(port2.obs.shape)
+    out["seeds_differ"] = not np.allclose(port2.params["params"]["Dense_0"]["kernel"][0], port2.params["params"]["Dense_0"]["kernel"][1])
     print("RESULT " + json.dumps(out))
     """
 )
@@ -53,3 +70,8 @@ def test_two_devices_keep_identical_params_equal_to_one_device():
     assert len(result["loss_two"]) == 3
     for a, b in zip(result["loss_two"], result["loss_one"]):
         assert abs(a - b) < 1e-5
+    assert result["seeds_metrics_shape"] == [3, 8]
+    assert result["seeds_replicas_identical"]
+    assert result["seeds_max_abs_diff_vs_one_device"] < 1e-5
+    assert result["seeds_obs_shape"] == [3, 4, 4]  # (seeds, all envs, obs)
+    assert result["seeds_differ"]

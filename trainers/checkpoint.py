@@ -32,42 +32,54 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be used; the message says why in one line."""
 
 
+# Fields identical on every device (stored once); every other field has an env axis.
+_REPLICATED = ("params", "opt_state", "key", "update_idx")
+
+
+def _is_seeded(update_idx) -> bool:
+    """A vmapped-seeds state has a seed axis on every leaf, the scalar counter included."""
+    return np.ndim(update_idx) > 0
+
+
 def to_portable(state: TrainState) -> TrainState:
-    """Device-stacked state (leading device axis) -> host state with one global env axis."""
+    """Device-stacked state (leading device axis, then a seed axis when several agents train
+    at once) -> host state with one global env axis (after the seed axis, if any)."""
     # Copies: on CPU, device_get may alias device buffers that a donating call later reuses.
     host = jax.tree.map(lambda x: np.array(x, copy=True), jax.device_get(state))
+    seeded = _is_seeded(np.asarray(host.update_idx)[0])
 
     def merge_envs(x):
         x = np.asarray(x)
+        if seeded:  # (devices, seeds, envs, ...) -> (seeds, devices * envs, ...)
+            x = np.moveaxis(x, 0, 1)
+            return x.reshape((x.shape[0], x.shape[1] * x.shape[2]) + x.shape[3:])
         return x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:])
 
-    first = lambda tree: jax.tree.map(lambda x: np.asarray(x)[0], tree)  # noqa: E731
-    return TrainState(
-        params=first(host.params),
-        opt_state=first(host.opt_state),
-        env_state=jax.tree.map(merge_envs, host.env_state),
-        obs=merge_envs(host.obs),
-        key=np.asarray(host.key)[0],
-        update_idx=np.asarray(host.update_idx)[0],
-    )
+    first = lambda x: np.asarray(x)[0]  # noqa: E731
+    return _map_fields(host, replicated=first, per_env=merge_envs)
 
 
 def from_portable(portable: TrainState, num_devices: int) -> TrainState:
     """Host portable state -> host arrays with a leading device axis, ready to place."""
+    seeded = _is_seeded(portable.update_idx)
 
     def split_envs(x):  # a copy: placed arrays may alias host memory that training donates
         x = np.array(x, copy=True)
+        if seeded:  # (seeds, envs, ...) -> (devices, seeds, envs / devices, ...)
+            x = x.reshape((x.shape[0], num_devices, x.shape[1] // num_devices) + x.shape[2:])
+            return np.ascontiguousarray(np.moveaxis(x, 1, 0))
         return x.reshape((num_devices, x.shape[0] // num_devices) + x.shape[1:])
 
-    replicate = lambda tree: jax.tree.map(lambda x: np.stack([np.asarray(x)] * num_devices), tree)  # noqa: E731
-    return TrainState(
-        params=replicate(portable.params),
-        opt_state=replicate(portable.opt_state),
-        env_state=jax.tree.map(split_envs, portable.env_state),
-        obs=split_envs(portable.obs),
-        key=replicate(portable.key),
-        update_idx=replicate(portable.update_idx),
-    )
+    replicate = lambda x: np.stack([np.asarray(x)] * num_devices)  # noqa: E731
+    return _map_fields(portable, replicated=replicate, per_env=split_envs)
+
+
+def _map_fields(state: TrainState, *, replicated, per_env) -> TrainState:
+    fields = {}
+    for name in state.__dataclass_fields__:
+        fn = replicated if name in _REPLICATED else per_env
+        fields[name] = jax.tree.map(fn, getattr(state, name))
+    return TrainState(**fields)
 
 
 def encode(portable: TrainState, metadata: dict[str, Any]) -> bytes:

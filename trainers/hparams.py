@@ -13,6 +13,7 @@ import numpy as np
 
 ACTIVATIONS = ("tanh", "relu")
 ALGOS = ("ppo", "reinforce")
+PRECISIONS = ("fp32", "bf16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +28,10 @@ class StaticConfig:
     update_epochs: int = 4
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
+    # "bf16": network matmuls in bfloat16; params, optimizer state and losses stay float32.
+    precision: str = "fp32"
+    # Independent agents trained at once, vmapped over a seed axis inside the device map.
+    num_seeds: int = 1
     # Capacity of the per-chunk metrics buffer. The number of updates a chunk runs is a
     # traced argument up to this bound, so the session can size chunks without recompiling.
     max_chunk_updates: int = 512

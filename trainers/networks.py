@@ -8,7 +8,7 @@ every transform boundary for no gain here.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import flax.linen as nn
 import jax
@@ -18,34 +18,42 @@ import numpy as np
 _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu}
 
 
-def _dense(features: int, scale: float) -> nn.Dense:
-    return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.initializers.zeros)
+def _dense(features: int, scale: float, dtype) -> nn.Dense:
+    # `dtype` is the computation dtype; params stay float32 (param_dtype's default), so
+    # the optimizer and its state never see bfloat16.
+    return nn.Dense(
+        features, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.initializers.zeros, dtype=dtype
+    )
 
 
 class ActorCritic(nn.Module):
     """Separate policy and value towers. Discrete: outputs logits. Continuous: outputs the
-    Gaussian mean and a state-independent learned log standard deviation."""
+    Gaussian mean and a state-independent learned log standard deviation.
+
+    `dtype=jnp.bfloat16` runs the matmuls and activations in bfloat16; the outputs are cast
+    back to float32, so distributions, losses and gradients accumulate in float32."""
 
     num_actions: int
     discrete: bool
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
+    dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         act = _ACTIVATIONS[self.activation]
         x = obs
         for size in self.hidden_sizes:
-            x = act(_dense(size, math.sqrt(2))(x))
-        policy_out = _dense(self.num_actions, 0.01)(x)
+            x = act(_dense(size, math.sqrt(2), self.dtype)(x))
+        policy_out = _dense(self.num_actions, 0.01, self.dtype)(x).astype(jnp.float32)
         if self.discrete:
             log_std = jnp.zeros(())  # unused
         else:
             log_std = self.param("log_std", nn.initializers.zeros, (self.num_actions,))
         v = obs
         for size in self.hidden_sizes:
-            v = act(_dense(size, math.sqrt(2))(v))
-        value = _dense(1, 1.0)(v)[..., 0]
+            v = act(_dense(size, math.sqrt(2), self.dtype)(v))
+        value = _dense(1, 1.0, self.dtype)(v)[..., 0].astype(jnp.float32)
         return policy_out, log_std, value
 
 

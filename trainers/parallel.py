@@ -3,6 +3,12 @@
 Environments are split evenly over the local devices, params and optimizer state are
 replicated, and the trainer averages gradients with `lax.pmean` over `AXIS`. A single
 device runs the same pmapped program with an axis of size one.
+
+With `static.num_seeds > 1` the trainer is `vmap`ped over a seed axis inside the device
+map: every leaf of the state and metrics gains a seed axis after the device axis, each
+agent's gradients are averaged over devices on its own, and the hyperparameters are shared
+(an edit reaches every seed). Agent i starts from `PRNGKey(seed + i)`, so it is the agent a
+single-seed run with seed `seed + i` would train.
 """
 
 from __future__ import annotations
@@ -12,13 +18,20 @@ from typing import Sequence
 import jax
 import numpy as np
 
-from trainers.hparams import DynamicHParams
+from trainers import checkpoint
+from trainers.algos import make_trainer
 from trainers.base import AXIS, OnPolicyTrainer
+from trainers.hparams import DynamicHParams, StaticConfig
 from trainers.types import ChunkMetrics, TrainState
 
 
 class DevicesError(ValueError):
     pass
+
+
+def build(static: StaticConfig, devices: Sequence[jax.Device]) -> "DataParallel":
+    """The trainer for `static`, laid out over `devices`."""
+    return DataParallel(make_trainer(static, len(devices)), devices)
 
 
 class DataParallel:
@@ -27,27 +40,38 @@ class DataParallel:
         if trainer.num_devices != len(self.devices):
             raise DevicesError(f"trainer built for {trainer.num_devices} devices, given {len(self.devices)}")
         self.trainer = trainer
-        n = len(self.devices)
+        self.num_seeds = trainer.static.num_seeds
+        init, run_chunk = trainer.init, trainer.run_chunk
+        if self.num_seeds > 1:
+            init = jax.vmap(init, in_axes=(0, None))
+            run_chunk = jax.vmap(run_chunk, in_axes=(0, None, None))
         self._init = jax.pmap(
-            lambda _, key, hp: trainer.init(key, hp), axis_name=AXIS, in_axes=(0, None, None), devices=self.devices
+            lambda _, key, hp: init(key, hp), axis_name=AXIS, in_axes=(0, None, None), devices=self.devices
         )
         self._run_chunk = jax.pmap(
-            trainer.run_chunk, axis_name=AXIS, in_axes=(0, None, None), donate_argnums=(0,), devices=self.devices
+            run_chunk, axis_name=AXIS, in_axes=(0, None, None), donate_argnums=(0,), devices=self.devices
         )
-        self._device_index = np.arange(n)
+        self._device_index = np.arange(len(self.devices))
 
     @property
     def num_devices(self) -> int:
         return len(self.devices)
 
+    def seed_keys(self, seed: int) -> jax.Array:
+        """The initial key of each agent: PRNGKey(seed), or one per seed stacked."""
+        if self.num_seeds == 1:
+            return jax.random.PRNGKey(seed)
+        return jax.numpy.stack([jax.random.PRNGKey(seed + i) for i in range(self.num_seeds)])
+
     def init(self, key: jax.Array, hp: DynamicHParams) -> TrainState:
+        """`key` comes from `seed_keys`."""
         return self._init(self._device_index, key, hp)
 
     def run_chunk(self, state: TrainState, hp: DynamicHParams, num_updates: int) -> tuple[TrainState, ChunkMetrics]:
-        """Returns the new (device-resident) state and, as host arrays, the metrics of device
-        0, which are identical on every device because they were reduced over the device
-        axis. Fetching them is the chunk's one host sync; slicing on the host avoids a
-        dispatch per metric."""
+        """Returns the new (device-resident) state and the metrics as host arrays: leaves of
+        shape (max_chunk_updates,), or (num_seeds, max_chunk_updates). They were reduced over
+        the device axis, so device 0's are everyone's. Fetching them is the chunk's one host
+        sync; slicing on the host avoids a dispatch per metric."""
         state, metrics = self._run_chunk(state, hp, np.int32(num_updates))
         return state, jax.tree.map(lambda x: np.asarray(x)[0], jax.device_get(metrics))
 
@@ -60,6 +84,14 @@ class DataParallel:
         with the shardings of `like` (a state from this trainer): the same shardings reuse the
         compiled chunk, others would recompile it."""
         return jax.tree.map(lambda x, ref: jax.device_put(x, ref.sharding), stacked, like)
+
+    def to_portable(self, state: TrainState) -> TrainState:
+        """The device-count independent host state that checkpoints hold."""
+        return checkpoint.to_portable(state)
+
+    def from_portable(self, portable: TrainState) -> TrainState:
+        """Host arrays laid out for these devices, ready for `put`."""
+        return checkpoint.from_portable(portable, self.num_devices)
 
     @staticmethod
     def unreplicate(tree):

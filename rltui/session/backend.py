@@ -6,7 +6,10 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Protocol, Sequence
+
+import numpy as np
 
 from trainers.hparams import DynamicHParams
 
@@ -18,8 +21,9 @@ class TrainingBackend(Protocol):
     def build(self, hparams: DynamicHParams) -> None:
         """Create the trainer, initialise its state and compile. May take seconds."""
 
-    def run_chunk(self, num_updates: int, hparams: DynamicHParams) -> list[dict[str, float]]:
-        """Run `num_updates` updates; return one dict of host floats per update."""
+    def run_chunk(self, num_updates: int, hparams: DynamicHParams) -> list[dict[str, Any]]:
+        """Run `num_updates` updates; return one dict of host floats per update (with
+        several seeds: their mean, and each seed's values under "per_seed")."""
 
     def describe(self) -> dict[str, Any]:
         """Static facts for display and the run files (devices, env, algorithm)."""
@@ -29,6 +33,24 @@ class TrainingBackend(Protocol):
 
     def restore_checkpoint(self, data: bytes) -> dict[str, Any]:
         """Replace the training state with a checkpoint's; return its metadata."""
+
+
+def seed_row(per_seed: dict[str, np.ndarray]) -> dict[str, Any]:
+    """One update of several agents: the mean over seeds (episode statistics over the seeds
+    that finished an episode; the total episode count; a NaN anywhere stays NaN, so the
+    divergence guard sees it), plus every seed's own value under "per_seed"."""
+    row: dict[str, Any] = {}
+    for name, values in per_seed.items():
+        values = values.astype(np.float64)
+        if name == "episodes":
+            row[name] = float(values.sum())
+        elif name in ("episode_return", "episode_length"):
+            finite = values[np.isfinite(values)]
+            row[name] = float(finite.mean()) if finite.size else math.nan
+        else:
+            row[name] = float(values.mean())
+    row["per_seed"] = {name: tuple(float(v) for v in values) for name, values in per_seed.items()}
+    return row
 
 
 class NonFiniteState(ValueError):
@@ -51,29 +73,25 @@ class JaxBackend:
         self._state = None
 
     def build(self, hparams: DynamicHParams) -> None:
-        import jax
+        from trainers import parallel
 
-        from trainers.parallel import DataParallel
-        from trainers.algos import make_trainer
-
-        trainer = make_trainer(self.static, num_devices=len(self.devices))
-        self._parallel = DataParallel(trainer, self.devices)
-        self._state = self._parallel.init(jax.random.PRNGKey(self.seed), hparams)
+        self._parallel = parallel.build(self.static, self.devices)
+        self._state = self._parallel.init(self._parallel.seed_keys(self.seed), hparams)
         self._parallel.compile(self._state, hparams)
 
-    def run_chunk(self, num_updates: int, hparams: DynamicHParams) -> list[dict[str, float]]:
-        import jax
-
+    def run_chunk(self, num_updates: int, hparams: DynamicHParams) -> list[dict[str, Any]]:
         self._state, metrics = self._parallel.run_chunk(self._state, hparams, num_updates)
-        host = jax.device_get(metrics)
-        count = int(host.num_updates)
-        columns = {name: value[:count].tolist() for name, value in vars(host.per_update).items()}
-        return [{name: column[i] for name, column in columns.items()} for i in range(count)]
+        per_update = {name: np.asarray(value) for name, value in vars(metrics.per_update).items()}
+        count = int(np.max(metrics.num_updates))
+        if self.static.num_seeds == 1:
+            columns = {name: value[:count].tolist() for name, value in per_update.items()}
+            return [{name: column[i] for name, column in columns.items()} for i in range(count)]
+        return [seed_row({name: value[:, i] for name, value in per_update.items()}) for i in range(count)]
 
     def encode_checkpoint(self, metadata: dict[str, Any]) -> bytes:
         from trainers import checkpoint
 
-        portable = checkpoint.to_portable(self._state)
+        portable = self._parallel.to_portable(self._state)
         if not checkpoint.is_finite(portable):
             raise NonFiniteState("the training state holds non-finite values")
         return checkpoint.encode(portable, metadata)
@@ -81,9 +99,9 @@ class JaxBackend:
     def restore_checkpoint(self, data: bytes) -> dict[str, Any]:
         from trainers import checkpoint
 
-        template = checkpoint.to_portable(self._state)
+        template = self._parallel.to_portable(self._state)
         restored, metadata = checkpoint.decode(data, template)
-        self._state = self._parallel.put(checkpoint.from_portable(restored, len(self.devices)), like=self._state)
+        self._state = self._parallel.put(self._parallel.from_portable(restored), like=self._state)
         return metadata
 
     @property
@@ -97,5 +115,6 @@ class JaxBackend:
             "algo": self.static.algo,
             "devices": [f"{d.platform}:{d.id}" for d in self.devices],
             "device_kind": self.devices[0].device_kind if self.devices else "none",
+            "num_seeds": self.static.num_seeds,
             "static": dataclasses.asdict(self.static),
         }

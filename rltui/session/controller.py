@@ -324,6 +324,7 @@ class TrainingSession:
                     wall_time=begin + seconds * (i + 1) / len(rows),
                     sps=sps,
                     values={name: float(row.get(name, math.nan)) for name in TRAINER_METRICS},
+                    per_seed=row.get("per_seed", {}),
                 )
             )
         self._store.extend(records)
@@ -343,6 +344,7 @@ class TrainingSession:
             new_records=new_records,
             history=history,
             history_env_steps=steps,
+            seed_returns=self._store.seed_returns(),
         )
         for listener in self._listeners:
             listener.on_metrics(snapshot)

@@ -40,9 +40,12 @@ class UpdateRecord:
     wall_time: float  # seconds since the run started
     sps: float
     values: Mapping[str, float]  # TRAINER_METRICS -> float (NaN where undefined)
+    # With several seeds: `values` holds their mean and this each seed's own values.
+    per_seed: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "values", MappingProxyType(dict(self.values)))
+        object.__setattr__(self, "per_seed", MappingProxyType({k: tuple(v) for k, v in self.per_seed.items()}))
 
     def get(self, name: str) -> float:
         return self.values.get(name, math.nan)
@@ -57,6 +60,12 @@ class UpdateRecord:
         for name in TRAINER_METRICS:
             value = self.values.get(name, math.nan)
             out[name] = _finite_or_none(float(value))
+        if self.per_seed:
+            out["seeds"] = {
+                name: [_finite_or_none(float(v)) for v in self.per_seed[name]]
+                for name in TRAINER_METRICS
+                if name in self.per_seed
+            }
         return out
 
 
@@ -75,6 +84,8 @@ class MetricsSnapshot:
     new_records: tuple[UpdateRecord, ...]
     history: Mapping[str, tuple[float, ...]]  # recent values per metric, oldest first
     history_env_steps: tuple[int, ...]
+    # With several seeds: recent episode returns of each seed, aligned with `history`.
+    seed_returns: tuple[tuple[float, ...], ...] = ()
 
     @property
     def latest_return(self) -> float | None:
@@ -99,6 +110,8 @@ class MetricsStore:
         self._lock = threading.Lock()
         self._steps: collections.deque[int] = collections.deque(maxlen=capacity)
         self._series = {name: collections.deque(maxlen=capacity) for name in (*TRAINER_METRICS, "sps")}
+        self._capacity = capacity
+        self._seed_returns: list[collections.deque[float]] = []
 
     def extend(self, records: list[UpdateRecord]) -> None:
         with self._lock:
@@ -106,8 +119,17 @@ class MetricsStore:
                 self._steps.append(record.env_steps)
                 for name, series in self._series.items():
                     series.append(record.sps if name == "sps" else float(record.get(name)))
+                returns = record.per_seed.get("episode_return", ())
+                while len(self._seed_returns) < len(returns):
+                    self._seed_returns.append(collections.deque(maxlen=self._capacity))
+                for series, value in zip(self._seed_returns, returns):
+                    series.append(value)
 
     def history(self) -> tuple[Mapping[str, tuple[float, ...]], tuple[int, ...]]:
         with self._lock:
             series = {name: tuple(values) for name, values in self._series.items()}
             return MappingProxyType(series), tuple(self._steps)
+
+    def seed_returns(self) -> tuple[tuple[float, ...], ...]:
+        with self._lock:
+            return tuple(tuple(series) for series in self._seed_returns)

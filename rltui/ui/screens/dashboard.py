@@ -40,6 +40,7 @@ class DashboardScreen(Screen):
         Binding("s", "app.save_checkpoint", "Save", tooltip="save a checkpoint at the next chunk boundary"),
         Binding("r", "app.rollback", "Rollback", tooltip="roll back to the latest checkpoint (while paused; keeps the hyperparameters)"),
         Binding("c", "cycle_chart", "Chart", tooltip="chart the next metric"),
+        Binding("b", "toggle_seed_view", "Seeds", tooltip="many seeds: return as mean with a min-max band, or one line per seed"),
         Binding("v", "cycle_side_panel", "Panel", tooltip="show the next side panel (events, hyperparameters, devices)"),
         Binding("x", "app.save_svg", "SVG", show=False, tooltip="save an SVG screenshot into the run directory"),
         Binding("question_mark", "app.help", "Help", tooltip="this help"),
@@ -99,7 +100,7 @@ class DashboardScreen(Screen):
     def show_snapshot(self, snapshot: MetricsSnapshot) -> None:
         self.status.snapshot = snapshot
         self.query_one(MetricsPanel).show(snapshot.history)
-        self.chart.show(snapshot.history_env_steps, snapshot.history)
+        self.chart.show(snapshot.history_env_steps, snapshot.history, snapshot.seed_returns)
         self.hparams_panel.values = snapshot.hparams
 
     def show_state(self, state: SessionState, message: str | None, pending: str | None) -> None:
@@ -118,11 +119,17 @@ class DashboardScreen(Screen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cycle_side_panel":
             return not self.shows_all_panels
+        if action == "toggle_seed_view":
+            return self.config.num_seeds > 1
         return True
 
     # --- actions ----------------------------------------------------------------------
     def action_cycle_chart(self) -> None:
         self.chart.cycle()
+
+    def action_toggle_seed_view(self) -> None:
+        self.chart.toggle_seed_view()
+        self.chart.redraw()
 
     def action_cycle_side_panel(self) -> None:
         self.side_panel = SIDE_PANELS[(SIDE_PANELS.index(self.side_panel) + 1) % len(SIDE_PANELS)]

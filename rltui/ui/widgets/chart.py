@@ -1,5 +1,6 @@
 """A plotext chart of one metric against env steps, with a marker at each hyperparameter
-edit; `cycle()` moves to the next metric."""
+edit; `cycle()` moves to the next metric. With several seeds, the episode return is drawn
+as the mean over seeds with a min-max band, or one line per seed (`toggle_seed_view()`)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ CHART_METRICS = (
     ("sps", "env steps per second"),
 )
 _TITLES = dict(CHART_METRICS)
+SEED_VIEWS = ("band", "lines")
 
 
 def downsample(xs: Sequence[float], ys: Sequence[float], buckets: int) -> tuple[list[float], list[float]]:
@@ -53,9 +55,10 @@ class MetricChart(PlotextPlot):
     and turning plotext's ANSI output into strips costs tens of milliseconds each time.
     """
 
-    COMPONENT_CLASSES = {"metric-chart--line", "metric-chart--edit"}
+    COMPONENT_CLASSES = {"metric-chart--line", "metric-chart--band", "metric-chart--edit"}
 
     metric: reactive[str] = reactive("episode_return")
+    seed_view: reactive[str] = reactive("band")
 
     def __init__(self, *, min_interval: float = 2.0, clock=time.monotonic, **kwargs):
         super().__init__(**kwargs)
@@ -63,6 +66,7 @@ class MetricChart(PlotextPlot):
         self._clock = clock
         self._steps: Sequence[int] = ()
         self._history: Mapping[str, Sequence[float]] = {}
+        self._seed_returns: Sequence[Sequence[float]] = ()
         self.edit_steps: list[int] = []
         self._last_draw = -math.inf
         self.stale = False  # data or edits not drawn yet
@@ -78,7 +82,21 @@ class MetricChart(PlotextPlot):
 
     @property
     def title(self) -> str:
-        return f"{_TITLES.get(self.metric, self.metric)} vs env steps"
+        title = f"{_TITLES.get(self.metric, self.metric)} vs env steps"
+        if self.shows_seeds:
+            title += f", {len(self._seed_returns)} seeds: " + ("mean, min-max" if self.seed_view == "band" else "each")
+        return title
+
+    @property
+    def shows_seeds(self) -> bool:
+        return self.metric == "episode_return" and len(self._seed_returns) > 1
+
+    def toggle_seed_view(self) -> str:
+        self.seed_view = SEED_VIEWS[(SEED_VIEWS.index(self.seed_view) + 1) % len(SEED_VIEWS)]
+        return self.seed_view
+
+    def watch_seed_view(self) -> None:
+        self.watch_metric()
 
     def cycle(self) -> str:
         names = [name for name, _ in CHART_METRICS]
@@ -90,8 +108,13 @@ class MetricChart(PlotextPlot):
         if self.is_mounted:
             self.redraw()
 
-    def show(self, steps: Sequence[int], history: Mapping[str, Sequence[float]]) -> None:
-        self._steps, self._history = steps, history
+    def show(
+        self, steps: Sequence[int], history: Mapping[str, Sequence[float]], seed_returns: Sequence[Sequence[float]] = ()
+    ) -> None:
+        had_seeds = self.shows_seeds
+        self._steps, self._history, self._seed_returns = steps, history, seed_returns
+        if self.shows_seeds != had_seeds:
+            self.border_title = f"{self.title} (c)"
         self.stale = True
         if self.is_mounted and self._clock() - self._last_draw >= self.min_interval:
             self.redraw()
@@ -116,9 +139,12 @@ class MetricChart(PlotextPlot):
         self.stale = False
         plt = self.plt
         plt.clear_data()
+        buckets = max(16, 2 * self.size.width)
         ys = self._history.get(self.metric, ())
-        xs, ys = downsample(self._steps[-len(ys) :] if ys else (), ys, max(16, 2 * self.size.width))
+        xs, ys = downsample(self._steps[-len(ys) :] if ys else (), ys, buckets)
         if xs:
+            if self.shows_seeds:
+                self._plot_seeds(buckets)
             plt.plot(xs, ys, marker="braille", color=self._colour("metric-chart--line"))
             edit_colour = self._colour("metric-chart--edit")
             for step in self.edit_steps:
@@ -126,6 +152,20 @@ class MetricChart(PlotextPlot):
                     plt.vertical_line(step, color=edit_colour)
         self._version += 1
         self.refresh()
+
+    def _plot_seeds(self, buckets: int) -> None:
+        """Under the mean line: the min and max over seeds at each update, or every seed."""
+        colour = self._colour("metric-chart--band")
+        seeds = self._seed_returns
+        steps = self._steps[-len(seeds[0]) :]
+        if self.seed_view == "band":
+            columns = [[v for v in values if math.isfinite(v)] for values in zip(*seeds)]
+            for reduce in (min, max):
+                ys = [reduce(c) if c else math.nan for c in columns]
+                self.plt.plot(*downsample(steps, ys, buckets), marker="dot", color=colour)
+        else:
+            for values in seeds:
+                self.plt.plot(*downsample(steps, values, buckets), marker="dot", color=colour)
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
