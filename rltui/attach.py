@@ -85,5 +85,8 @@ def cmd_serve(args) -> int:
         return _error(str(err))
     if args.host not in LOOPBACK:
         print(f"rltui: warning: serving on {args.host}: anyone who can reach it can steer the run", file=sys.stderr)
-    make_server(Path(args.run_dir), args.host, args.port, args.theme).serve()
+    try:
+        make_server(Path(args.run_dir), args.host, args.port, args.theme).serve()
+    except OSError as err:  # the address is taken, or not this machine's
+        return _error(f"cannot listen on {args.host}:{args.port}: {err.strerror or err}")
     return 0
