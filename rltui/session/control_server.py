@@ -209,7 +209,11 @@ class ControlServer(SessionListener):
         try:
             while not self._stopping.is_set():
                 ready = self._selector.select()
-                self._drain_inbox()  # first, so a client accepted now is greeted with the latest
+                # Wake-up bytes are cleared before the inbox is drained, never after: an
+                # item posted in between keeps its byte, so the next select returns for it.
+                if any(key.data == _WAKE for key, _ in ready):
+                    self._clear_wake()
+                self._drain_inbox()  # before accepting, so a new client is greeted with the latest
                 for key, mask in ready:
                     self._ready(key, mask)
             self._drain_inbox()
@@ -218,14 +222,15 @@ class ControlServer(SessionListener):
             self._serving = False
             self._shutdown()
 
+    def _clear_wake(self) -> None:
+        with contextlib.suppress(OSError):  # BlockingIOError once empty
+            while self._wake_r.recv(4096):
+                pass
+
     def _ready(self, key: selectors.SelectorKey, mask: int) -> None:
         if key.data == _LISTEN:
             self._accept()
-        elif key.data == _WAKE:
-            with contextlib.suppress(OSError):
-                while self._wake_r.recv(4096):
-                    pass
-        else:
+        elif key.data != _WAKE:
             client: _Client = key.data
             if mask & selectors.EVENT_READ and client in self._clients:
                 self._read(client)
