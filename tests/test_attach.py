@@ -5,7 +5,11 @@ errors as a user sees them."""
 from __future__ import annotations
 
 import asyncio
+import os
+import pty
 import re
+import select
+import signal
 import socket
 import subprocess
 import sys
@@ -228,6 +232,44 @@ def test_attach_with_nothing_to_attach_to_is_one_line_and_exit_2(tmp_path):
         assert result.returncode == 2, result.stderr
         lines = result.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith("rltui: error: ") and expected in lines[0], result.stderr
+
+
+def _run_in_a_terminal(argv: list[str], cwd: Path, until: bytes, keys: bytes, timeout: float = 60) -> tuple[int, str]:
+    """Run `rltui argv` on a pseudo-terminal, type `keys` once `until` is on screen."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: never returns
+        os.chdir(cwd)
+        os.execve(sys.executable, [sys.executable, "-m", "rltui", *argv],
+                  cli_env(cwd / "c", COLUMNS="100", LINES="30", TERM="xterm-256color"))
+    screen, typed = b"", False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.1)[0]:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:  # the child has gone
+                break
+            if not data:
+                break
+            screen += data
+        if not typed and until in screen:
+            time.sleep(0.5)  # let the first frame settle before typing
+            os.write(fd, keys)
+            typed = True
+    else:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), screen.decode(errors="replace")
+
+
+def test_rltui_attach_in_a_terminal_detaches_with_q(tmp_path):
+    with served(tmp_path) as (fake, _):
+        fake.on_thread(fake.advance, 20)
+        code, screen = _run_in_a_terminal(["attach", str(tmp_path)], tmp_path, until=b"update 20", keys=b"q")
+        assert code == 0, screen[-2000:]
+        assert f"Detached; the run goes on (running). Attach again with: rltui attach {tmp_path}" in screen
+        assert fake.state is SessionState.RUNNING and fake.commands == []
 
 
 def test_attach_and_serve_help(tmp_path):
