@@ -75,6 +75,29 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("path", metavar="PATH", help="checkpoint file, or run directory (its latest checkpoint)")
 
     sub.add_parser("envs", help="list the supported environments", description="List the supported gymnax environments.")
+
+    attach = sub.add_parser(
+        "attach", help="open the dashboard on a running job",
+        description="Open the dashboard on a job that is running (headless or not), through the control socket in "
+        "its run directory. q detaches and leaves the job running; k stops the job (asks first). Several clients "
+        "may watch and steer one job at once.",
+    )
+    attach.add_argument("run_dir", metavar="RUN_DIR", help="the running job's run directory")
+    attach.add_argument("--theme", metavar="NAME", help="dashboard theme (default rltui-dark)")
+
+    serve = sub.add_parser(
+        "serve", help="serve a running job's dashboard to a web browser",
+        description="Serve `rltui attach RUN_DIR` to web browsers with textual-serve: each browser tab watches and "
+        "steers the existing job. Needs the serve extra: pip install \"rltui[serve]\".",
+    )
+    serve.add_argument("run_dir", metavar="RUN_DIR", help="the running job's run directory")
+    serve.add_argument(
+        "--host", default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only; anyone who can reach another "
+        "address can steer the job)",
+    )
+    serve.add_argument("--port", type=int, default=8000, help="TCP port to listen on (default 8000)")
+    serve.add_argument("--theme", metavar="NAME", help="dashboard theme (default rltui-dark)")
     return parser
 
 
@@ -106,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_launch(args)
     if args.command == "envs":
         return cmd_envs(args)
+    if args.command in ("attach", "serve"):
+        from rltui import attach
+
+        return attach.cmd_attach(args) if args.command == "attach" else attach.cmd_serve(args)
     if args.command in ("eval", "info"):
         from rltui import inspect_checkpoint
 

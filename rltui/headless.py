@@ -4,6 +4,7 @@ listener of the session. Never imports textual."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import threading
 import time
@@ -89,10 +90,15 @@ class _StopOnNonFinite(SessionListener):
             self.session.stop()
 
 
-def run_headless(session: TrainingSession, run_dir: Path, console: Console | None = None) -> int:
+def run_headless(
+    session: TrainingSession, run_dir: Path, console: Console | None = None, *, attachable: bool = False
+) -> int:
     """Run `session` to the end with a progress display. Ctrl+C or SIGTERM stop it at the
-    next chunk boundary; a second Ctrl+C quits at once. Returns the process exit code."""
+    next chunk boundary; a second Ctrl+C quits at once. Returns the process exit code.
+    `attachable`: the run listens on its control socket; say how to attach."""
     console = console or Console(stderr=True, soft_wrap=True)
+    if attachable:
+        console.print(Text(f"Dashboard from another terminal: rltui attach {shlex.quote(str(run_dir))}"), style="dim")
     total = session.total_updates * session.backend.steps_per_update
     listener = ProgressListener(console, total)
     session.add_listener(listener)

@@ -116,21 +116,41 @@ def launch(args) -> int:
     except (ConfigError, OSError) as err:
         return _error(str(err))
     session, recorder = build_session(config, devices, run_dir, resume[1] if resume else None)
+    server = start_control_server(session, run_dir, config)
     try:
         if args.no_ui:
             from rltui.headless import run_headless
 
-            return run_headless(session, run_dir)
+            return run_headless(session, run_dir, attachable=server is not None)
         from rltui.ui.app import run_dashboard
 
         code = run_dashboard(session, config, run_dir, theme=theme)
         if not session.join(0):
             # The user gave up waiting (q twice during a compile): the thread is inside XLA,
             # and interpreter shutdown would abort under it. Run files are flushed per chunk.
+            if server is not None:
+                server.close()
             os._exit(code)
         return code
     finally:
+        if server is not None:
+            server.close()  # after the session's last state, so attached clients see it
         recorder.close()
+
+
+def start_control_server(session, run_dir: Path, config: RunConfig):
+    """Listen on the run's control socket (`rltui attach`); None, with a warning, if it
+    cannot: the run itself does not need it. The launch layer owns the server, so that
+    only one process of a multi-process run will."""
+    from rltui.session.control_server import ControlServer, ControlServerError
+
+    server = ControlServer(session, run_dir, config=config.to_toml_dict())
+    try:
+        server.start()
+    except ControlServerError as err:
+        print(f"rltui: warning: control socket: {err}; rltui attach is off for this run", file=sys.stderr)
+        return None
+    return server
 
 
 def build_session(config: RunConfig, devices: list, run_dir: Path, resume_data: bytes | None):

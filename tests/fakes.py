@@ -67,6 +67,8 @@ def fixed_device_stats() -> FixedDeviceStats:
 
 
 class FakeSession:
+    outlives_client = False  # like the in-process session: quitting the dashboard stops it
+
     def __init__(self, *, total_updates: int = 1000, steps_per_update: int = 512, env: str = "CartPole-v1"):
         self.total_updates = total_updates
         self.steps_per_update = steps_per_update
@@ -87,6 +89,9 @@ class FakeSession:
     # --- the client API the dashboard uses -------------------------------------------
     def add_listener(self, listener) -> None:
         self._listeners.append(listener)
+
+    def remove_listener(self, listener) -> None:
+        self._listeners = [known for known in self._listeners if known is not listener]
 
     def start(self) -> None:
         self.started = True

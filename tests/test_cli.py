@@ -299,6 +299,7 @@ def test_session_and_trainers_do_not_import_dashboard(tmp_path):
     result = python(
         _GUARD + """
 import trainers, rltui.session, rltui.session.recorder, rltui.headless
+import rltui.session.control_server, rltui.session.remote, rltui.session.interface
 print("LEAKED", leaked())
 """,
         tmp_path,

@@ -119,6 +119,22 @@ def test_valid_edit_is_submitted_logged_and_marked_on_the_chart(tmp_path):
     run_scenario(fake, tmp_path, scenario)
 
 
+def test_an_edit_applied_while_paused_shows_at_once(tmp_path):
+    """No snapshot comes while paused: the panel must not wait for one."""
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 3)
+        await pilot.press("p")
+        await until(pilot, lambda: app.session_state is SessionState.PAUSED)
+        await pilot.press("e", "1", "e", "-", "3", "enter")
+        await until(pilot, lambda: "set lr" in app.dashboard.events_log.text)
+        shown = str(app.dashboard.query_one("#hp-dynamic").content)
+        assert shown.splitlines()[0].split() == ["lr", "0.001"], shown
+
+    run_scenario(fake, tmp_path, scenario)
+
+
 def test_invalid_edit_is_refused_in_the_editor(tmp_path):
     fake = FakeSession()
 

@@ -54,6 +54,9 @@ def validate_changes(changes: dict[str, object]) -> dict[str, float]:
 
 
 class TrainingSession:
+    # The run lives in this process: when its client leaves, the run must stop.
+    outlives_client = False
+
     def __init__(
         self,
         backend: TrainingBackend,
@@ -100,6 +103,10 @@ class TrainingSession:
     # --- client API (any thread) -------------------------------------------------------
     def add_listener(self, listener: SessionListener) -> None:
         self._listeners.append(listener)
+
+    def remove_listener(self, listener: SessionListener) -> None:
+        # A new list, not an in-place removal: the session thread may be iterating the old one.
+        self._listeners = [known for known in self._listeners if known is not listener]
 
     def start(self) -> None:
         self._t0 = self._clock()

@@ -75,8 +75,11 @@ class DeviceSampler:
     """Samples every available source; remembers sources that cannot work (no psutil, no
     NVIDIA driver) so a slow timer does not retry a failing library load forever."""
 
-    def __init__(self, *, use_jax: bool = True, use_nvml: bool = True):
-        self._use_jax = use_jax
+    def __init__(self, *, use_jax: bool = True, use_nvml: bool = True, pid: int | None = None):
+        # `pid`: watch another process (an attached run) instead of this one: its memory;
+        # its JAX devices cannot be seen from here (the status line lists them).
+        self._pid = pid
+        self._use_jax = use_jax and pid is None
         self._use_nvml = use_nvml
         self._lock = threading.Lock()  # sample() and close() may come from different threads
         self._process: Any = None
@@ -93,7 +96,7 @@ class DeviceSampler:
             import psutil
 
             self._psutil = psutil
-            self._process = psutil.Process()
+            self._process = psutil.Process(self._pid)
             # The first per-core reading compares against nothing and returns zeros: prime
             # it so the first real sample covers the interval since construction.
             psutil.cpu_percent(percpu=True)
@@ -118,7 +121,7 @@ class DeviceSampler:
 
     def _sample_jax(self, unavailable: dict[str, str]) -> tuple[JaxDeviceStats, ...]:
         if not self._use_jax:
-            unavailable["jax"] = "disabled"
+            unavailable["jax"] = "disabled" if self._pid is None else f"in the run's process {self._pid}"
             return ()
         # Importing JAX here would initialise it (and freeze its device count) from the
         # sampler thread; only a process that already uses JAX has devices worth showing.

@@ -1,9 +1,12 @@
-"""The dashboard app: a client of a TrainingSession that shows and steers live training.
+"""The dashboard app: a client of a session that shows and steers live training.
 
-It uses only the session's public client API (add_listener, start, submit, stop, join,
-state, hparams, total_updates, describe). Session callbacks arrive on the session thread
-and are forwarded as messages (`rltui.ui.messages`); the device sampler runs in a worker
-thread. Nothing here blocks the UI on training.
+It uses only the session interface (`rltui.session.interface.SessionClient`), which the
+in-process `TrainingSession` and the attached `RemoteSession` both implement. Session
+callbacks arrive on another thread and are forwarded as messages (`rltui.ui.messages`);
+the device sampler runs in a worker thread. Nothing here blocks the UI on training.
+
+Quitting stops an in-process run (it cannot outlive this process); an attached run goes
+on when the dashboard leaves, and is stopped only by its own confirmed key.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from rich.console import Console
 from rich.text import Text
 from textual import work
 from textual.app import App, SystemCommand
+from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
@@ -24,6 +28,7 @@ from rltui.config import RunConfig
 from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
 from rltui.session.commands import Rollback
 from rltui.session.devices import DeviceSampler, DeviceStatsSource
+from rltui.session.interface import SessionClient
 from rltui.ui.format import fmt_value
 from rltui.ui.messages import (
     DeviceStatsSampled,
@@ -32,7 +37,7 @@ from rltui.ui.messages import (
     SessionEventLogged,
     SessionStateChanged,
 )
-from rltui.ui.screens import DashboardScreen, HelpScreen, HParamEditor, QuitConfirm
+from rltui.ui.screens import DashboardScreen, HelpScreen, HParamEditor, QuitConfirm, StopRunConfirm
 from trainers.hparams import ALGO_HPARAMS
 from rltui.ui.themes import load_themes, resolve_theme_name
 
@@ -42,15 +47,23 @@ STOP_TIMEOUT = 5.0
 # Seconds between a snapshot's arrival and drawing it (see on_metrics_updated).
 AFTER_CHUNK_DELAY = 0.05
 _LIVE = (SessionState.IDLE, SessionState.COMPILING, SessionState.RUNNING, SessionState.PAUSED)
+# Actions that exist only for a run this process owns, or only for an attached one.
+_OWNED_ONLY = frozenset({"quit"})
+_ATTACHED_ONLY = frozenset({"detach", "stop_run"})
 
 
 class DashboardApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "rltui"
+    # ctrl+q quits an owned run and detaches from an attached one (check_action picks).
+    BINDINGS = [
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
+        Binding("ctrl+q", "detach", "Detach", show=False, priority=True),
+    ]
 
     def __init__(
         self,
-        session,
+        session: SessionClient,
         config: RunConfig,
         run_dir: Path,
         *,
@@ -87,6 +100,7 @@ class DashboardApp(App[None]):
         self._compile_started: float | None = None
         self._last_edited = "lr"
         self.quitting = False  # Stop sent; the app exits when the session has ended
+        self.attached = session.outlives_client  # the run goes on without this dashboard
         self.dashboard = DashboardScreen(config, chart_interval=chart_interval)
         # Messages that arrive before the dashboard's widgets exist (a session that was
         # already running) wait here and are replayed once it is ready.
@@ -202,9 +216,13 @@ class DashboardApp(App[None]):
         if event.kind == "hparams":
             self.dashboard.chart.add_edit(event.update * self.config.steps_per_update)
             self._flush_chart_unless_running()
-            for name in event.data.get("changes", {}):
+            changes = dict(event.data.get("changes", {}))
+            for name in changes:
                 self.pending_edits.pop(name, None)
-            self.dashboard.hparams_panel.pending = dict(self.pending_edits)
+            panel = self.dashboard.hparams_panel
+            # Applied now: shown now, not at the next snapshot (none comes while paused).
+            panel.values = {**panel.values, **changes}
+            panel.pending = dict(self.pending_edits)
         elif event.kind == "nonfinite":
             self.notify(
                 f"{event.message}. Lower lr (e), roll back to the last checkpoint (r) and resume (p).",
@@ -215,7 +233,10 @@ class DashboardApp(App[None]):
 
     def on_device_stats_sampled(self, message: DeviceStatsSampled) -> None:
         if not self._hold_until_ready(message):
-            self.dashboard.show_devices(message.stats)
+            try:
+                self.dashboard.show_devices(message.stats)
+            except NoMatches:
+                pass  # a sample that arrived while the app tears its widgets down
 
     # --- timers and workers -----------------------------------------------------------
     def _tick_compile(self) -> None:
@@ -239,14 +260,24 @@ class DashboardApp(App[None]):
     # --- actions ----------------------------------------------------------------------
     @property
     def is_live(self) -> bool:
-        return self.session_state in _LIVE and not self.quitting
+        return self.session_state in _LIVE and not self.quitting and self.pending != "stopping"
 
     @property
     def wants_paused(self) -> bool:
         """Paused, or asked to pause: what the next press of p should undo."""
         return self.pending == "pausing" or (self.session_state is SessionState.PAUSED and self.pending != "resuming")
 
+    def applies(self, action: str) -> bool:
+        """Whether `action` (with or without its "app." namespace) exists for this kind
+        of run: Quit for an owned one, Detach and Stop run for an attached one."""
+        name = action.removeprefix("app.")
+        return name not in (_OWNED_ONLY if self.attached else _ATTACHED_ONLY)
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if not self.applies(action):
+            return False
+        if action == "stop_run":
+            return True if self.is_live else None
         if action == "pause":
             return self.is_live and not self.wants_paused
         if action == "resume":
@@ -328,12 +359,30 @@ class DashboardApp(App[None]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(self.dashboard.BINDINGS))
+            self.push_screen(HelpScreen([b for b in self.dashboard.BINDINGS if self.applies(b.action)]))
+
+    def action_detach(self) -> None:
+        """Leave an attached run; it goes on (run_dashboard closes the connection)."""
+        self.exit()
+
+    def action_stop_run(self) -> None:
+        if self.is_live and not isinstance(self.screen, StopRunConfirm):
+            self.push_screen(StopRunConfirm(), self._stop_run_answered)
+
+    def _stop_run_answered(self, stop: bool | None) -> None:
+        if stop and self.is_live:
+            # Stays open: the run's last states and events arrive before it closes.
+            self.pending = "stopping"
+            self.session.submit(Stop())
+            self._show_state()
 
     async def action_quit(self) -> None:
         """q, ctrl+q and the palette's Quit: ask first while training runs; while the
-        session is stopping, quit at once (run_dashboard still waits, bounded)."""
-        if not self.is_live:
+        session is stopping, quit at once (run_dashboard still waits, bounded). An
+        attached dashboard only detaches."""
+        if self.attached:
+            self.action_detach()
+        elif not self.is_live:
             self.exit()
         elif not isinstance(self.screen, QuitConfirm):
             self.push_screen(QuitConfirm(), self._quit_answered)
@@ -359,24 +408,26 @@ class DashboardApp(App[None]):
         yield SystemCommand("Edit hyperparameters", "Change lr, gamma, ... live, no recompile (e)", self.action_edit_hparams)
         yield SystemCommand("Save checkpoint", "At the next chunk boundary (s)", self.action_save_checkpoint)
         yield SystemCommand("Roll back to the latest checkpoint", "While paused, e.g. after divergence (r)", self.action_rollback)
+        if self.attached:
+            yield SystemCommand("Stop the run", "For every client; asks first (k)", self.action_stop_run)
         yield SystemCommand("Next chart metric", "Cycle what the chart shows (c)", self.action_cycle_chart)
         yield SystemCommand("Next side panel", "Events, hyperparameters, devices on small screens (v)", self.action_cycle_side_panel)
         yield SystemCommand("Save SVG screenshot", f"Into the run directory {self.run_dir} (x)", self.action_save_svg)
         yield SystemCommand("Help", "Keys and how the dashboard works (?)", self.action_help)
 
 
-def run_dashboard(session, config: RunConfig, run_dir: Path, theme: str | None = None, *, device_source=None) -> int:
-    """Run the dashboard over an unstarted session until the user quits; stop the session
-    and wait for it (bounded). 0, or 1 if training or the UI failed. Raises ValueError for
-    an unknown theme, before anything starts."""
+def run_dashboard(
+    session: SessionClient, config: RunConfig, run_dir: Path, theme: str | None = None, *, device_source=None
+) -> int:
+    """Run the dashboard until the user quits, then let go of the session: stop an owned
+    one and wait for it (bounded), or detach from an attached one, which goes on. 0, or 1
+    if training or the UI failed. Raises ValueError for an unknown theme, before anything
+    starts."""
     app = DashboardApp(session, config, Path(run_dir), theme=theme, device_source=device_source)
     try:
         app.run()
     finally:
-        ended = True
-        if session.state is not SessionState.IDLE:
-            session.stop()  # a no-op for a session that has already ended
-            ended = session.join(timeout=STOP_TIMEOUT)
+        ended = _let_go(session)
     console = Console(stderr=True, soft_wrap=True, highlight=False)
     snapshot = app.latest
     if snapshot is not None:
@@ -385,6 +436,19 @@ def run_dashboard(session, config: RunConfig, run_dir: Path, theme: str | None =
         console.print(Text(f"The session did not stop within {STOP_TIMEOUT:.0f} s; leaving it.", style="yellow"))
     if session.state is SessionState.ERROR:
         console.print(Text(f"Training failed: {app.state_message or 'see events.jsonl'}", style="bold red"))
+    elif session.outlives_client and session.state in _LIVE:
+        console.print(Text(f"Detached; the run goes on ({session.state.value}). Attach again with: rltui attach {run_dir}"))
     console.print(Text(f"Run files: {run_dir}"))
     failed = session.state is SessionState.ERROR or (app.return_code or 0) != 0
     return 1 if failed else 0
+
+
+def _let_go(session: SessionClient) -> bool:
+    """False if an owned session did not stop in time."""
+    if session.outlives_client:
+        session.close()  # detach: the job is not ours to stop
+        return True
+    if session.state is SessionState.IDLE:
+        return True
+    session.stop()  # a no-op for a session that has already ended
+    return session.join(timeout=STOP_TIMEOUT)

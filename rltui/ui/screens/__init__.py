@@ -3,6 +3,6 @@
 from rltui.ui.screens.dashboard import DashboardScreen
 from rltui.ui.screens.editor import HParamEditor
 from rltui.ui.screens.help import HelpScreen
-from rltui.ui.screens.quit import QuitConfirm
+from rltui.ui.screens.quit import QuitConfirm, StopRunConfirm
 
-__all__ = ["DashboardScreen", "HParamEditor", "HelpScreen", "QuitConfirm"]
+__all__ = ["DashboardScreen", "HParamEditor", "HelpScreen", "QuitConfirm", "StopRunConfirm"]

@@ -44,7 +44,10 @@ class DashboardScreen(Screen):
         Binding("v", "cycle_side_panel", "Panel", tooltip="show the next side panel (events, hyperparameters, devices)"),
         Binding("x", "app.save_svg", "SVG", show=False, tooltip="save an SVG screenshot into the run directory"),
         Binding("question_mark", "app.help", "Help", tooltip="this help"),
+        # An attached dashboard (rltui attach) shows Detach and Stop run instead of Quit.
+        Binding("k", "app.stop_run", "Stop run", tooltip="stop the attached run, for every client (asks first)"),
         Binding("q", "app.quit", "Quit", tooltip="quit (asks first while training runs; stops the run)"),
+        Binding("q", "app.detach", "Detach", tooltip="leave the attached run; it goes on (rltui attach to return)"),
     ]
 
     side_panel: reactive[str] = reactive("events")

@@ -1,0 +1,245 @@
+"""`RemoteSession`: a running job's session seen through its control socket. It has the
+interface of the in-process session (`rltui.session.interface.SessionClient`), so the
+dashboard drives either without knowing which.
+
+A reader thread turns the run's messages back into states, `MetricsSnapshot`s and
+`SessionEvent`s for the listeners. A listener added late is first told the current
+picture (state, latest snapshot with its history, recent events), so nothing sent before
+it was added is missed.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import socket
+import threading
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import numpy as np
+
+from trainers.hparams import DynamicHParams
+
+from rltui.session import protocol
+from rltui.session.commands import Command, Stop
+from rltui.session.control_paths import find_socket
+from rltui.session.controller import SessionListener
+from rltui.session.events import SessionEvent, SessionState
+from rltui.session.metrics import MetricsSnapshot, MetricsStore
+from rltui.session.protocol import ProtocolError
+
+LOST = "lost the connection to the run (killed or crashed?); its files say how far it got"
+
+
+class AttachError(Exception):
+    """Nothing to attach to, or it does not speak our protocol: one line for the user."""
+
+
+def _hparams_from(values: Mapping[str, float]) -> DynamicHParams:
+    known = {k: np.float32(v) for k, v in values.items() if k in DynamicHParams._fields and v is not None}
+    return DynamicHParams()._replace(**known)
+
+
+def _connect(run_dir: Path, timeout: float) -> socket.socket:
+    if not run_dir.is_dir():
+        raise AttachError(f"{run_dir}: no such run directory")
+    path = find_socket(run_dir)
+    if path is None:
+        raise AttachError(f"{run_dir}: no run is listening there (no control socket: it has ended, or not started)")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(str(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        sock.close()
+        raise AttachError(f"{run_dir}: no run is listening there (the socket is left over: the run has ended)") from None
+    except PermissionError:
+        sock.close()
+        raise AttachError(f"{path}: permission denied (the run belongs to another user)") from None
+    except OSError as err:
+        sock.close()
+        raise AttachError(f"{path}: cannot connect: {err.strerror or err}") from None
+    return sock
+
+
+class RemoteSession:
+    outlives_client = True  # the job goes on when this client detaches
+
+    def __init__(self, sock: socket.socket, reader, hello: Mapping[str, Any]):
+        self._sock = sock
+        self._reader = reader
+        self._send_lock = threading.Lock()
+        self._lock = threading.RLock()  # state, history and listeners; held while notifying
+        self._listeners: list[SessionListener] = []
+        self.hello = dict(hello)
+        self.total_updates = int(hello.get("total_updates", 0))
+        self.pid = int(hello.get("pid", 0))
+        self.config: dict = dict(hello.get("config") or {})
+        self._describe = dict(hello.get("describe") or {})
+        self._state = protocol.parse_state(hello.get("state"))
+        self._message: str | None = hello.get("message")
+        self._hparams = dict(hello.get("hparams") or {})
+        self._store = MetricsStore()
+        self._latest: MetricsSnapshot | None = None
+        self._events: collections.deque[SessionEvent] = collections.deque(maxlen=500)
+        self._ended = threading.Event()
+        self._detached = False
+        if self._state.is_final:
+            self._ended.set()
+        self._thread = threading.Thread(target=self._read_loop, name="rltui-attach", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def connect(cls, run_dir: Path | str, timeout: float = 5.0) -> "RemoteSession":
+        """Attach to the run in `run_dir`; AttachError (one line) if none is listening."""
+        run_dir = Path(os.path.abspath(run_dir))
+        sock = _connect(run_dir, timeout)
+        reader = sock.makefile("rb")
+        try:
+            hello = protocol.decode(reader.readline())
+        except (OSError, ProtocolError) as err:
+            sock.close()
+            raise AttachError(f"{run_dir}: the run did not greet us ({err})") from None
+        if hello.get("type") != "hello" or hello.get("protocol") != protocol.PROTOCOL_VERSION:
+            sock.close()
+            raise AttachError(
+                f"{run_dir}: the run speaks control protocol {hello.get('protocol')!r}, this rltui speaks "
+                f"{protocol.PROTOCOL_VERSION}: attach with the rltui version that started it")
+        sock.settimeout(None)
+        return cls(sock, reader, hello)
+
+    # --- the session interface ----------------------------------------------------------------
+    @property
+    def state(self) -> SessionState:
+        return self._state
+
+    @property
+    def hparams(self) -> DynamicHParams:
+        with self._lock:
+            return _hparams_from(self._hparams)
+
+    def describe(self) -> dict:
+        return dict(self._describe)
+
+    def add_listener(self, listener: SessionListener) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+            listener.on_state(self._state, self._message)
+            if self._latest is not None:
+                listener.on_metrics(self._latest)
+            for event in self._events:
+                listener.on_event(event)
+
+    def remove_listener(self, listener: SessionListener) -> None:
+        with self._lock:
+            self._listeners = [known for known in self._listeners if known is not listener]
+
+    def start(self) -> None:
+        """The job started itself; nothing to do."""
+
+    def submit(self, command: Command) -> None:
+        """Send a command; never raises. A lost connection shows as the ERROR state."""
+        data = protocol.encode(protocol.command_message(command))
+        try:
+            with self._send_lock:
+                self._sock.sendall(data)
+        except OSError:
+            pass  # the reader thread sees the connection go and reports it
+
+    def stop(self) -> None:
+        self.submit(Stop())
+
+    def join(self, timeout: float | None = None) -> bool:
+        """True once the run has ended (or the connection to it is gone)."""
+        return self._ended.wait(timeout)
+
+    def close(self) -> None:
+        """Detach: the job goes on. Idempotent."""
+        self._detached = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._thread.join(2.0)
+        self._reader.close()
+        self._sock.close()
+
+    # --- the reader thread --------------------------------------------------------------------
+    def _read_loop(self) -> None:
+        try:
+            for line in self._reader:
+                try:
+                    self._dispatch(protocol.decode(line))
+                except (ProtocolError, KeyError, TypeError, ValueError):
+                    continue  # one odd message from a newer run must not end the session
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._connection_closed()
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        if kind == "snapshot":
+            self._on_snapshot(message)
+        elif kind == "state":
+            self._on_state(protocol.parse_state(message["state"]), message.get("message"))
+        elif kind == "event":
+            self._on_event(protocol.event_from_message(message))
+        elif kind == "error":
+            self._notify_refusal(str(message.get("error")))
+
+    def _on_snapshot(self, message: dict[str, Any]) -> None:
+        records = tuple(protocol.record_from_json(r) for r in message.get("records", ()))
+        with self._lock:
+            self._store.extend(list(records))
+            history, steps = self._store.history()
+            self._hparams = dict(message.get("hparams") or self._hparams)
+            self._latest = MetricsSnapshot(
+                state=protocol.parse_state(message["state"]),
+                update=int(message["update"]),
+                total_updates=int(message["total_updates"]),
+                env_steps=int(message["env_steps"]),
+                total_env_steps=int(message["total_env_steps"]),
+                elapsed=float(message["elapsed"]),
+                sps=float(message["sps"]),
+                hparams=MappingProxyType(dict(self._hparams)),
+                new_records=records,
+                history=history,
+                history_env_steps=steps,
+            )
+            for listener in self._listeners:
+                listener.on_metrics(self._latest)
+
+    def _on_state(self, state: SessionState, message: str | None) -> None:
+        with self._lock:
+            self._state, self._message = state, message
+            for listener in self._listeners:
+                listener.on_state(state, message)
+        if state.is_final:
+            self._ended.set()
+
+    def _on_event(self, event: SessionEvent) -> None:
+        with self._lock:
+            if event.kind == "hparams":
+                self._hparams.update(event.data.get("changes", {}))
+            self._events.append(event)
+            for listener in self._listeners:
+                listener.on_event(event)
+
+    def _notify_refusal(self, text: str) -> None:
+        latest = self._latest
+        event = SessionEvent(
+            kind="warning", update=latest.update if latest else 0, message=f"the run refused: {text}",
+            wall_time=latest.elapsed if latest else 0.0,
+        )
+        with self._lock:
+            for listener in self._listeners:
+                listener.on_event(event)
+
+    def _connection_closed(self) -> None:
+        with self._lock:
+            if not self._detached and not self._state.is_final:
+                self._on_state(SessionState.ERROR, LOST)
+        self._ended.set()
