@@ -108,6 +108,11 @@ def record_from_json(data: Mapping[str, Any]) -> UpdateRecord:
         wall_time=float(data["wall_time"]),
         sps=float(data["sps"]),
         values=values,
+        per_seed={
+            name: tuple(math.nan if v is None else float(v) for v in seeds)
+            for name, seeds in (data.get("seeds") or {}).items()
+            if name in TRAINER_METRICS and isinstance(seeds, list)
+        },
     )
 
 

@@ -208,6 +208,7 @@ class RemoteSession:
                 new_records=records,
                 history=history,
                 history_env_steps=steps,
+                seed_returns=self._store.seed_returns(),
             )
             for listener in self._listeners:
                 listener.on_metrics(self._latest)
