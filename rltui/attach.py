@@ -32,7 +32,7 @@ def cmd_attach(args) -> int:
     except AttachError as err:
         return _error(str(err))
     try:
-        config = build_config(remote.config)
+        config = build_config(remote.config, use_preset=False)
     except ConfigError as err:
         remote.close()
         return _error(f"{args.run_dir}: the run's configuration is not one this rltui knows ({err})")

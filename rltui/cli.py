@@ -24,7 +24,10 @@ def _keys_epilog() -> str:
             value = str(value).lower()
         lines.append(f"  {key + ('*' if info.dynamic else ''):<17} {info.meaning} (default: {value})")
     lines.append("")
-    lines.append("precedence: built-in defaults < --config file < --set")
+    lines.append(
+        "precedence: built-in defaults < the env's tuned preset (`rltui envs` lists them; --no-preset skips it)"
+        " < --config file < --set"
+    )
     return "\n".join(lines)
 
 
@@ -48,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument(
         "--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
         help="override one configuration key (repeatable), e.g. --set lr=3e-4 --set env=Acrobot-v1",
+    )
+    launch.add_argument(
+        "--no-preset", action="store_true",
+        help="ignore the environment's tuned preset: built-in defaults < --config < --set only",
     )
     launch.add_argument("--run-dir", metavar="DIR", help="directory for this run's files (default: runs/<name>)")
     launch.add_argument("--name", metavar="NAME", help="run name under runs/ (default: <env>-<algo>-<timestamp>)")
@@ -108,9 +115,10 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
+    from rltui import presets
     from trainers.envs import SUPPORTED_ENVS, make_env
 
-    print(f"{'env':<26} {'observation':<14} {'actions'}")
+    print(f"{'env':<26} {'observation':<14} {'actions':<32} tuned preset (ppo)")
     for env_id in SUPPORTED_ENVS:
         spec = make_env(env_id)
         shape = "x".join(str(d) for d in spec.obs_shape)
@@ -118,8 +126,17 @@ def cmd_envs(args: argparse.Namespace) -> int:
             actions = f"discrete ({spec.num_actions})"
         else:
             actions = f"continuous ({spec.num_actions}-dim, [{float(spec.action_low.min()):g}, {float(spec.action_high.max()):g}])"
-        print(f"{env_id:<26} {shape:<14} {actions}")
+        print(f"{env_id:<26} {shape:<14} {actions:<32} {_preset_summary(presets.result('ppo', env_id))}")
     return 0
+
+
+def _preset_summary(result) -> str:
+    if result is None:
+        return "-"
+    return (
+        f"return {result.mean:g} (worst of {result.seeds} seeds {result.min:g}; reference {result.reference:g})"
+        f" in {result.steps / 1e6:g}M steps"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

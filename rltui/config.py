@@ -267,7 +267,11 @@ ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-def build_config(file_values: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] | None = None) -> RunConfig:
+def build_config(
+    file_values: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] | None = None, *, use_preset: bool = True
+) -> RunConfig:
+    """Built-in defaults < the algorithm's defaults < the env's tuned preset (unless
+    `use_preset` is off) < `file_values` < `overrides`."""
     merged: dict[str, Any] = {}
     for source in (file_values or {}, overrides or {}):
         for key, value in source.items():
@@ -276,7 +280,13 @@ def build_config(file_values: Mapping[str, Any] | None = None, overrides: Mappin
                     raise ConfigError(f"{key}: tables are not supported; keys are flat (e.g. lr = 3e-4)")
                 raise ConfigError(f"{key}: unknown key; known keys: {', '.join(_FIELDS)}")
             merged[key] = _coerce(key, value)
-    algo_defaults = ALGO_DEFAULTS.get(merged.get("algo", RunConfig.algo), {})
+    algo = merged.get("algo", RunConfig.algo)
+    algo_defaults = ALGO_DEFAULTS.get(algo, {})
+    if use_preset:
+        from rltui import presets
+
+        tuned = {key: _coerce(key, value) for key, value in presets.preset(algo, merged.get("env", RunConfig.env)).items()}
+        algo_defaults = {**algo_defaults, **tuned}
     config = RunConfig(**{**algo_defaults, **merged})
     if config.num_steps % config.num_minibatches:
         raise ConfigError(
@@ -296,7 +306,7 @@ def resume_config(
         if name in base and name in KEYS and KEYS[name].dynamic:
             # switches are 0.0/1.0 floats while training, booleans in the config
             base[name] = bool(value) if isinstance(getattr(RunConfig, name), bool) else value
-    original = build_config(base)
+    original = build_config(base, use_preset=False)
     for key, value in overrides.items():
         if key not in _FIELDS:
             raise ConfigError(f"{key}: unknown key; known keys: {', '.join(_FIELDS)}")
@@ -305,7 +315,7 @@ def resume_config(
                 f"{key}: cannot change when resuming (the checkpoint was made with {getattr(original, key)!r}); "
                 "start a new run instead"
             )
-    return build_config(base, overrides)
+    return build_config(base, overrides, use_preset=False)
 
 
 def check_devices(config: RunConfig, num_devices: int) -> None:

@@ -60,7 +60,7 @@ def cmd_eval(args) -> int:
     from rltui.config import ConfigError, build_config
 
     try:
-        config = build_config(metadata.get("config", {}))
+        config = build_config(metadata.get("config", {}), use_preset=False)
     except ConfigError as err:
         return _fail(f"checkpoint config: {err}")
     runtime.configure_jax(host_devices=0, compile_cache=True)

@@ -22,7 +22,7 @@ def _config_and_resume(args) -> tuple[RunConfig, tuple[Path, bytes, dict] | None
     file_values = load_toml(args.config) if args.config else {}
     overrides = parse_overrides(args.overrides)
     if not args.resume:
-        return build_config(file_values, overrides), None
+        return build_config(file_values, overrides, use_preset=not args.no_preset), None
     path, data, metadata = load_verified_checkpoint(Path(args.resume), "--resume")
     config = resume_config(metadata.get("config", {}), metadata.get("hparams", {}), {**file_values, **overrides})
     return config, (path, data, metadata)

@@ -1,0 +1,90 @@
+"""Re-run the tuned presets' results table: each env's preset, N seeds trained at once in one
+program (`num_seeds`), and the return each seed ends at.
+
+    python benchmarks/returns.py                      # every env with a preset, 3 seeds
+    python benchmarks/returns.py Acrobot-v1 --seeds 5 --set total_timesteps=1e6
+
+"Eval" is the final policy's mean return over 32 greedy episodes (as `rltui eval` runs it;
+how the reference returns are measured); "train" is the mean episode return over the last
+10 updates of training, as the dashboard and metrics.jsonl show it (sampled actions). Wall
+time is for all seeds together, compile included. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def train(config) -> tuple[list[float], list[float], float]:
+    """Each seed's greedy eval return and final training return, and wall seconds."""
+    import jax
+    import numpy as np
+
+    from trainers import parallel as data_parallel
+
+    start = time.perf_counter()
+    static, hp = config.static_config(), config.dynamic_hparams()
+    parallel = data_parallel.build(static, jax.local_devices()[:1])
+    state = parallel.init(parallel.seed_keys(config.seed), hp)
+    returns, done = [], 0
+    while done < config.total_updates:
+        count = min(static.max_chunk_updates, config.total_updates - done)
+        state, metrics = parallel.run_chunk(state, hp, count)
+        returns.append(np.asarray(metrics.per_update.episode_return).reshape(config.num_seeds, -1)[:, :count])
+        done += count
+    per_seed = np.concatenate(returns, axis=1)
+    final = [float(np.nanmean(seed[-10:])) for seed in per_seed]
+    seconds = time.perf_counter() - start
+    return evaluate_seeds(parallel, state, config), final, seconds
+
+
+def evaluate_seeds(parallel, state, config) -> list[float]:
+    import jax
+    import numpy as np
+
+    from trainers.evaluate import evaluate
+
+    trainer = parallel.trainer
+    params = jax.tree.map(lambda x: x[0], state.params)  # device 0; (seeds, ...) when seeded
+    run = jax.jit(jax.vmap(
+        lambda p: evaluate(p, jax.random.PRNGKey(1), spec=trainer.spec, apply_fn=trainer.apply, episodes=32),
+    ))
+    if config.num_seeds == 1:
+        params = jax.tree.map(lambda x: x[None], params)
+    return [float(r) for r in np.asarray(run(params)).mean(axis=1)]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("envs", nargs="*", help="envs to run (default: every env with a ppo preset)")
+    parser.add_argument("--algo", default="ppo")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+
+    from rltui import presets
+    from rltui.config import build_config, parse_overrides
+
+    envs = args.envs or [env for env in presets.presets(args.algo)]
+    overrides = parse_overrides(args.overrides)
+    print("| env | steps | wall time here | eval: mean over seeds | eval: worst seed | train: mean | reference |")
+    print("|---|---|---|---|---|---|---|")
+    for env in envs:
+        config = build_config({}, {"env": env, "algo": args.algo, "num_seeds": args.seeds, **overrides})
+        evals, final, seconds = train(config)
+        result = presets.result(args.algo, env)
+        reference = f"{result.reference:g}" if result else "-"
+        steps = config.total_updates * config.steps_per_update
+        print(f"| {env} | {steps / 1e6:g}M | {seconds:.0f} s ({args.seeds} seeds) | {sum(evals) / len(evals):.1f} "
+              f"| {min(evals):.1f} | {sum(final) / len(final):.1f} | {reference} |", flush=True)
+        print(f"  per seed: eval {', '.join(f'{v:.1f}' for v in evals)}; train {', '.join(f'{v:.1f}' for v in final)}",
+              file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Tuned per-env presets: valid, and in their place in the precedence order."""
+
+from __future__ import annotations
+
+import pytest
+
+from rltui import presets
+from rltui.config import RunConfig, build_config, resume_config
+from trainers.envs import SUPPORTED_ENVS
+from trainers.hparams import ALGOS
+
+
+def tuned_envs():
+    """(algo, env, preset) of every preset that sets something."""
+    return [(algo, env, table) for algo in ALGOS for env, table in presets.presets(algo).items() if table]
+
+
+def test_every_preset_is_a_valid_config_for_a_supported_env():
+    for algo in ALGOS:
+        for env, table in presets.presets(algo).items():
+            assert env in SUPPORTED_ENVS
+            config = build_config({}, {"env": env, "algo": algo})
+            for key, value in table.items():
+                expected = tuple(value) if isinstance(value, list) else value
+                assert getattr(config, key) == pytest.approx(expected), (algo, env, key)
+
+
+def test_every_result_names_its_budget_and_seeds():
+    for algo in ALGOS:
+        for env in presets.presets(algo):
+            result = presets.result(algo, env)
+            if result is not None:
+                assert result.seeds >= 3 and result.steps > 0 and result.wall_seconds > 0
+                assert result.min <= result.mean
+
+
+def test_precedence_defaults_preset_file_set():
+    algo, env, table = tuned_envs()[0]
+    key = next(k for k in table if k not in ("env", "algo"))
+    preset_value = build_config({}, {"env": env, "algo": algo})
+    assert getattr(preset_value, key) == pytest.approx(table[key])
+    default = getattr(build_config({}, {"env": env, "algo": algo}, use_preset=False), key)
+    assert default == getattr(RunConfig(), key) or algo != "ppo"
+    file_value = _another(default, table[key])
+    from_file = build_config({key: file_value}, {"env": env, "algo": algo})
+    assert getattr(from_file, key) == pytest.approx(file_value)
+    set_value = _another(file_value, table[key])
+    from_set = build_config({key: file_value}, {"env": env, "algo": algo, key: set_value})
+    assert getattr(from_set, key) == pytest.approx(set_value)
+
+
+def test_env_from_the_config_file_picks_its_preset():
+    algo, env, table = tuned_envs()[0]
+    key = next(iter(table))
+    assert getattr(build_config({"env": env, "algo": algo}), key) == pytest.approx(table[key])
+
+
+def test_resuming_takes_the_checkpoint_config_not_a_newer_preset():
+    algo, env, table = tuned_envs()[0]
+    key = next(iter(table))
+    saved = build_config({}, {"env": env, "algo": algo}, use_preset=False).to_toml_dict()
+    resumed = resume_config(saved, {}, {})
+    assert getattr(resumed, key) == saved[key] if not isinstance(saved[key], list) else tuple(saved[key])
+
+
+def _another(*avoid):
+    """A valid value different from those in `avoid` (numbers only)."""
+    for candidate in (2, 3, 5, 7, 11):
+        value = type(avoid[0])(candidate) if not isinstance(avoid[0], bool) else not avoid[0]
+        if all(value != a for a in avoid):
+            return value
+    raise AssertionError("no candidate")
