@@ -79,7 +79,8 @@ def cmd_eval(args) -> int:
         restored, _ = checkpoint.decode(data, template)
     except CheckpointError as err:
         return _fail(str(err))
-    run = jax.jit(lambda params, key: evaluate(params, key, spec=trainer.spec, apply_fn=trainer.apply,
+    run = jax.jit(lambda params, key: evaluate(params, key, spec=trainer.spec, step_fn=trainer.policy_step,
+                                               initial_hidden=trainer.initial_hidden(args.episodes),
                                                episodes=args.episodes, greedy=not args.sample))
     returns = np.asarray(run(restored.params, jax.random.PRNGKey(args.seed)))
     mode = "sampled" if args.sample else "greedy"

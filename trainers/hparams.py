@@ -13,6 +13,7 @@ import numpy as np
 
 ACTIVATIONS = ("tanh", "relu")
 ALGOS = ("ppo", "reinforce")
+NETWORKS = ("mlp", "gru")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +28,9 @@ class StaticConfig:
     update_epochs: int = 4
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
+    # "mlp": feed-forward actor-critic. "gru": a GRU core whose hidden state is carried per
+    # environment through rollouts and updates (trainers/recurrent.py).
+    network: str = "mlp"
     # Capacity of the per-chunk metrics buffer. The number of updates a chunk runs is a
     # traced argument up to this bound, so the session can size chunks without recompiling.
     max_chunk_updates: int = 512
@@ -34,6 +38,10 @@ class StaticConfig:
     @property
     def steps_per_update(self) -> int:
         return self.num_envs * self.num_steps
+
+    @property
+    def recurrent(self) -> bool:
+        return self.network == "gru"
 
 
 class DynamicHParams(NamedTuple):

@@ -49,6 +49,41 @@ class ActorCritic(nn.Module):
         return policy_out, log_std, value
 
 
+class RecurrentActorCritic(nn.Module):
+    """obs -> Dense(hidden_sizes[0]) -> GRU cell of the same width -> separate policy and
+    value towers over `hidden_sizes[1:]` -> heads. One time step: `(hidden, obs) ->
+    (hidden, (policy_out, log_std, value))`, any leading batch axes. The caller resets
+    `hidden` to zeros where an episode ended (trainers/recurrent.py)."""
+
+    num_actions: int
+    discrete: bool
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "tanh"
+
+    @property
+    def hidden_size(self) -> int:
+        return self.hidden_sizes[0]
+
+    @nn.compact
+    def __call__(self, hidden: jax.Array, obs: jax.Array):
+        act = _ACTIVATIONS[self.activation]
+        x = act(_dense(self.hidden_size, math.sqrt(2))(obs))
+        hidden, x = nn.GRUCell(features=self.hidden_size)(hidden, x)
+        pi = x
+        for size in self.hidden_sizes[1:]:
+            pi = act(_dense(size, math.sqrt(2))(pi))
+        policy_out = _dense(self.num_actions, 0.01)(pi)
+        if self.discrete:
+            log_std = jnp.zeros(())  # unused
+        else:
+            log_std = self.param("log_std", nn.initializers.zeros, (self.num_actions,))
+        v = x
+        for size in self.hidden_sizes[1:]:
+            v = act(_dense(size, math.sqrt(2))(v))
+        value = _dense(1, 1.0)(v)[..., 0]
+        return hidden, (policy_out, log_std, value)
+
+
 # --- distributions -------------------------------------------------------------------------
 # Small and explicit instead of a dependency: categorical and diagonal Gaussian are all we need.
 
