@@ -151,7 +151,7 @@ class OnPolicyTrainer:
         the GRU replays each env's sequence from `start_hidden` with the rollout's resets."""
         if not self.recurrent:
             return self.apply(params, obs)
-        return recurrent.replay(self.policy_step, params, start_hidden, obs, done)
+        return recurrent.replay(self.network, params, start_hidden, obs, done)
 
     def bootstrap_values(self, params, collected: Collected) -> jax.Array:
         """V of each step's final observation (before auto-reset), shape (time, env)."""

@@ -51,9 +51,13 @@ class ActorCritic(nn.Module):
 
 class RecurrentActorCritic(nn.Module):
     """obs -> Dense(hidden_sizes[0]) -> GRU cell of the same width -> separate policy and
-    value towers over `hidden_sizes[1:]` -> heads. One time step: `(hidden, obs) ->
-    (hidden, (policy_out, log_std, value))`, any leading batch axes. The caller resets
-    `hidden` to zeros where an episode ended (trainers/recurrent.py)."""
+    value towers over `hidden_sizes[1:]` -> heads.
+
+    `__call__` is one time step, `(hidden, obs) -> (hidden, (policy_out, log_std, value))`.
+    Its three stages are also methods (`encode`, `recur`, `heads`) so that a replay over
+    stored sequences runs only `recur` inside its time scan and the feed-forward parts on
+    all steps at once. Any leading batch axes. The caller resets `hidden` to zeros where an
+    episode ended (trainers/recurrent.py)."""
 
     num_actions: int
     discrete: bool
@@ -64,24 +68,35 @@ class RecurrentActorCritic(nn.Module):
     def hidden_size(self) -> int:
         return self.hidden_sizes[0]
 
-    @nn.compact
-    def __call__(self, hidden: jax.Array, obs: jax.Array):
+    def setup(self):
+        self.embed = _dense(self.hidden_size, math.sqrt(2))
+        self.cell = nn.GRUCell(features=self.hidden_size)
+        self.actor = [_dense(size, math.sqrt(2)) for size in self.hidden_sizes[1:]]
+        self.policy_head = _dense(self.num_actions, 0.01)
+        self.critic = [_dense(size, math.sqrt(2)) for size in self.hidden_sizes[1:]]
+        self.value_head = _dense(1, 1.0)
+        if not self.discrete:
+            self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_actions,))
+
+    def encode(self, obs: jax.Array) -> jax.Array:
+        return _ACTIVATIONS[self.activation](self.embed(obs))
+
+    def recur(self, hidden: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return self.cell(hidden, x)
+
+    def heads(self, y: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         act = _ACTIVATIONS[self.activation]
-        x = act(_dense(self.hidden_size, math.sqrt(2))(obs))
-        hidden, x = nn.GRUCell(features=self.hidden_size)(hidden, x)
-        pi = x
-        for size in self.hidden_sizes[1:]:
-            pi = act(_dense(size, math.sqrt(2))(pi))
-        policy_out = _dense(self.num_actions, 0.01)(pi)
-        if self.discrete:
-            log_std = jnp.zeros(())  # unused
-        else:
-            log_std = self.param("log_std", nn.initializers.zeros, (self.num_actions,))
-        v = x
-        for size in self.hidden_sizes[1:]:
-            v = act(_dense(size, math.sqrt(2))(v))
-        value = _dense(1, 1.0)(v)[..., 0]
-        return hidden, (policy_out, log_std, value)
+        pi, v = y, y
+        for layer in self.actor:
+            pi = act(layer(pi))
+        for layer in self.critic:
+            v = act(layer(v))
+        log_std = jnp.zeros(()) if self.discrete else self.log_std  # unused when discrete
+        return self.policy_head(pi), log_std, self.value_head(v)[..., 0]
+
+    def __call__(self, hidden: jax.Array, obs: jax.Array):
+        hidden, y = self.recur(hidden, self.encode(obs))
+        return hidden, self.heads(y)
 
 
 # --- distributions -------------------------------------------------------------------------

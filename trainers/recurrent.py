@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from trainers.envs import EnvSpec
+from trainers.networks import RecurrentActorCritic
 from trainers.rollout import act_and_step, rollout_randomness
 
 Outputs = tuple[jax.Array, jax.Array, jax.Array]  # (policy_out, log_std, value)
@@ -64,26 +65,27 @@ def recurrent_rollout(
     return env_state, obs, hidden, key, traj, step_hidden
 
 
-def _replay_step(hidden, xs, *, params, step_fn: StepFn):
-    obs, done = xs
-    hidden, outputs = step_fn(params, hidden, obs)
-    return reset_where_done(hidden, done), outputs
+def _replay_step(hidden, xs, *, params, network: RecurrentActorCritic):
+    x, done = xs
+    hidden, y = network.apply(params, hidden, x, method="recur")
+    return reset_where_done(hidden, done), y
 
 
-def _replay_env(params, start_hidden, obs, done, *, step_fn: StepFn) -> Outputs:
-    step = functools.partial(_replay_step, params=params, step_fn=step_fn)
-    _, outputs = jax.lax.scan(step, start_hidden, (obs, done))
-    return outputs
+def _replay_env(params, start_hidden, x, done, *, network: RecurrentActorCritic) -> jax.Array:
+    step = functools.partial(_replay_step, params=params, network=network)
+    _, ys = jax.lax.scan(step, start_hidden, (x, done))
+    return ys
 
 
-def replay(step_fn: StepFn, params, start_hidden: jax.Array, obs: jax.Array, done: jax.Array) -> Outputs:
+def replay(network: RecurrentActorCritic, params, start_hidden: jax.Array, obs: jax.Array, done: jax.Array) -> Outputs:
     """The policy's outputs over stored sequences (time, env, ...): each env re-run from its
-    segment's start state `start_hidden` (env, H), reset where `done`, as in the rollout."""
-    per_env = jax.vmap(
-        functools.partial(_replay_env, step_fn=step_fn), in_axes=(None, 0, 1, 1), out_axes=(1, None, 1)
-    )
-    policy_out, log_std, value = per_env(params, start_hidden, obs, done)
-    return policy_out, log_std[0], value  # log_std was stacked over time, constant along it
+    segment's start state `start_hidden` (env, H), reset where `done`, as in the rollout.
+    Only the GRU cell runs inside the time scan; the embedding and the heads, which have no
+    recurrence, run on all steps at once (fewer ops per scan step, which is what costs on
+    CPU)."""
+    x = network.apply(params, obs.astype(jnp.float32), method="encode")
+    per_env = jax.vmap(functools.partial(_replay_env, network=network), in_axes=(None, 0, 1, 1), out_axes=1)
+    return network.apply(params, per_env(params, start_hidden, x, done), method="heads")
 
 
 def bootstrap_values(step_fn: StepFn, params, step_hidden: jax.Array, final_obs: jax.Array) -> jax.Array:
