@@ -3,7 +3,8 @@
 One update = rollout (scan over time of vmapped env+policy) -> GAE (reverse scan) ->
 epochs x minibatches (nested scans of value_and_grad, gradients averaged over the device
 axis with `lax.pmean`) -> optax. Every function here runs inside `parallel.DataParallel`'s
-pmap, also on a single device, so `AXIS` is always bound.
+pmap, also on a single device, so `AXIS` is always bound. With `network = "gru"` the
+minibatches are whole environment sequences, replayed by the GRU (trainers/recurrent.py).
 """
 
 from __future__ import annotations
