@@ -52,7 +52,8 @@ def evaluate_seeds(parallel, state, config) -> list[float]:
     trainer = parallel.trainer
     params = jax.tree.map(lambda x: x[0], state.params)  # device 0; (seeds, ...) when seeded
     run = jax.jit(jax.vmap(
-        lambda p: evaluate(p, jax.random.PRNGKey(1), spec=trainer.spec, apply_fn=trainer.apply, episodes=32),
+        lambda p: evaluate(p, jax.random.PRNGKey(1), spec=trainer.spec, step_fn=trainer.policy_step,
+                           initial_hidden=trainer.initial_hidden(32), episodes=32),
     ))
     if config.num_seeds == 1:
         params = jax.tree.map(lambda x: x[None], params)

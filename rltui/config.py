@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from trainers.envs import SUPPORTED_ENVS
-from trainers.hparams import ACTIVATIONS, ALGOS, PRECISIONS, DynamicHParams, HParamError, StaticConfig, validate_hparam
+from trainers.hparams import (
+    ACTIVATIONS,
+    ALGOS,
+    NETWORKS,
+    PRECISIONS,
+    DynamicHParams,
+    HParamError,
+    StaticConfig,
+    validate_hparam,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,6 +56,7 @@ class RunConfig:
     activation: str = _STATIC.activation
     precision: str = _STATIC.precision
     num_seeds: int = _STATIC.num_seeds
+    network: str = _STATIC.network
     lr: float = _HPARAMS["lr"]
     anneal_lr: bool = _HPARAMS["anneal_lr"] > 0
     gamma: float = _HPARAMS["gamma"]
@@ -83,6 +93,7 @@ class RunConfig:
             activation=self.activation,
             precision=self.precision,
             num_seeds=self.num_seeds,
+            network=self.network,
         )
 
     def dynamic_hparams(self) -> DynamicHParams:
@@ -120,12 +131,13 @@ KEYS: dict[str, KeyInfo] = {
     "total_timesteps": KeyInfo("environment steps to train for (rounded down to whole updates)"),
     "num_envs": KeyInfo("parallel environments (split evenly across devices)"),
     "num_steps": KeyInfo("steps per environment in each rollout"),
-    "num_minibatches": KeyInfo("minibatches per epoch; must divide num_steps"),
+    "num_minibatches": KeyInfo("minibatches per epoch; must divide num_steps (gru: num_envs per device)"),
     "update_epochs": KeyInfo("passes over each rollout"),
     "hidden_sizes": KeyInfo("hidden layer widths of the policy and value MLPs"),
     "activation": KeyInfo("hidden activation: " + ", ".join(ACTIVATIONS)),
     "precision": KeyInfo("network arithmetic: fp32, or bf16 (bfloat16 matmuls; float32 params, optimizer and losses)"),
     "num_seeds": KeyInfo("independent agents trained at once (seed, seed+1, ...), vmapped in one program"),
+    "network": KeyInfo("policy network: mlp, or gru (recurrent, see Recurrent policies)"),
     "lr": KeyInfo("Adam learning rate (start value when annealed)", dynamic=True),
     "anneal_lr": KeyInfo("decay the learning rate linearly to 0 over the run"),
     "gamma": KeyInfo("discount factor", dynamic=True),
@@ -223,6 +235,8 @@ def _coerce(key: str, value: Any) -> Any:
         raise _expect(key, "one of " + ", ".join(ACTIVATIONS), value)
     if key == "precision" and value not in PRECISIONS:
         raise _expect(key, "one of " + ", ".join(PRECISIONS), value)
+    if key == "network" and value not in NETWORKS:
+        raise _expect(key, "one of " + ", ".join(NETWORKS), value)
     return value
 
 
@@ -288,7 +302,14 @@ def build_config(
         tuned = {key: _coerce(key, value) for key, value in presets.preset(algo, merged.get("env", RunConfig.env)).items()}
         algo_defaults = {**algo_defaults, **tuned}
     config = RunConfig(**{**algo_defaults, **merged})
-    if config.num_steps % config.num_minibatches:
+    if config.network == "gru" and config.algo == "ppo":
+        # Recurrent minibatches hold whole env sequences (the GRU is replayed over time).
+        if config.num_envs % config.num_minibatches:
+            raise ConfigError(
+                f"num_minibatches: with network = \"gru\" must divide num_envs ({config.num_envs}), "
+                f"got {config.num_minibatches}"
+            )
+    elif config.num_steps % config.num_minibatches:
         raise ConfigError(
             f"num_minibatches: must divide num_steps ({config.num_steps}), got {config.num_minibatches}"
         )
@@ -323,6 +344,12 @@ def check_devices(config: RunConfig, num_devices: int) -> None:
         raise ConfigError(
             f"num_envs: {config.num_envs} environments cannot be split evenly over {num_devices} devices; "
             f"use a multiple of {num_devices}, or set devices"
+        )
+    per_device = config.num_envs // num_devices
+    if config.network == "gru" and config.algo == "ppo" and per_device % config.num_minibatches:
+        raise ConfigError(
+            f"num_minibatches: with network = \"gru\" each of {num_devices} devices holds {per_device} environments, "
+            f"which {config.num_minibatches} minibatches cannot split evenly; use more num_envs or fewer minibatches"
         )
 
 

@@ -79,7 +79,8 @@ def cmd_eval(args) -> int:
         restored, _ = checkpoint.decode(data, template)
     except CheckpointError as err:
         return _fail(str(err))
-    run = jax.jit(lambda params, key: evaluate(params, key, spec=trainer.spec, apply_fn=trainer.apply,
+    run = jax.jit(lambda params, key: evaluate(params, key, spec=trainer.spec, step_fn=trainer.policy_step,
+                                               initial_hidden=trainer.initial_hidden(args.episodes),
                                                episodes=args.episodes, greedy=not args.sample))
     if config.num_seeds > 1:  # every agent of a many-seeds run, on the same episodes
         run = jax.vmap(run, in_axes=(0, None))

@@ -59,6 +59,11 @@ def host_metrics(metrics):
 
 def train_returns(static: StaticConfig, updates: int, seed: int, hp: DynamicHParams) -> np.ndarray:
     """Mean episode return of each of `updates` updates, run in chunks of max_chunk_updates."""
+    return train_run(static, updates, seed, hp)[2]
+
+
+def train_run(static: StaticConfig, updates: int, seed: int, hp: DynamicHParams):
+    """`train_returns`, also returning the trainer and its final state: (parallel, state, returns)."""
     parallel, state, hp = build(static, seed=seed, hp=hp)
     returns, done = [], 0
     while done < updates:
@@ -66,4 +71,4 @@ def train_returns(static: StaticConfig, updates: int, seed: int, hp: DynamicHPar
         state, metrics = parallel.run_chunk(state, hp, count)
         returns.extend(host_metrics(metrics)["episode_return"].tolist())
         done += count
-    return np.array(returns)
+    return parallel, state, np.array(returns)

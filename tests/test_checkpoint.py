@@ -95,3 +95,20 @@ def test_non_finite_params_are_detected(trained):
     assert checkpoint.is_finite(portable)
     poisoned = portable.replace(params=jax.tree.map(lambda x: np.full_like(x, np.nan), portable.params))
     assert not checkpoint.is_finite(poisoned)
+
+
+def test_checkpoint_written_before_recurrent_networks_still_loads(trained):
+    """Feed-forward states saved before TrainState had a `hidden` field restore unchanged."""
+    import hashlib
+
+    from flax import serialization
+
+    _, portable, _ = trained
+    outer = _outer(checkpoint.encode(portable, {}))
+    state = serialization.msgpack_restore(outer["state"])
+    assert state.pop("hidden", "missing") is None
+    outer["state"] = serialization.msgpack_serialize(state)
+    outer["sha256"] = hashlib.sha256(outer["state"]).hexdigest()
+    restored, _ = checkpoint.decode(msgpack.packb(outer, use_bin_type=True), portable)
+    for a, b in zip(jax.tree.leaves(portable), jax.tree.leaves(restored)):
+        np.testing.assert_array_equal(a, b)

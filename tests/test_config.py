@@ -197,6 +197,31 @@ def test_num_minibatches_must_divide_num_steps():
     assert from_set("num_steps=100", "num_minibatches=4").num_minibatches == 4
 
 
+def test_network_gru_is_accepted_and_others_refused():
+    config = from_set("network=gru", "env=CartPole-v1-pomdp")
+    assert config.static_config().network == "gru" and config.static_config().recurrent
+    assert RunConfig().network == "mlp" and not RunConfig().static_config().recurrent
+    assert from_set("network=gru", "algo=reinforce").static_config().network == "gru"
+    with pytest.raises(ConfigError) as excinfo:
+        from_set("network=lstm")
+    message = assert_config_error("network", excinfo)
+    assert "mlp, gru" in message and "lstm" in message
+
+
+def test_gru_minibatches_split_environments_not_steps():
+    # minibatches of whole env sequences: num_minibatches must divide num_envs, not num_steps
+    assert from_set("network=gru", "num_steps=100", "num_envs=8", "num_minibatches=4").num_steps == 100
+    with pytest.raises(ConfigError) as excinfo:
+        from_set("network=gru", "num_envs=6", "num_minibatches=4")
+    message = assert_config_error("num_minibatches", excinfo)
+    assert "num_envs (6)" in message and "gru" in message
+    with pytest.raises(ConfigError) as excinfo:
+        check_devices(from_set("network=gru", "num_envs=4", "num_minibatches=4"), 2)
+    message = assert_config_error("num_minibatches", excinfo)
+    assert "2 devices" in message
+    check_devices(from_set("network=gru", "num_envs=8", "num_minibatches=4"), 2)
+
+
 def test_toml_table_is_refused_with_a_hint():
     with pytest.raises(ConfigError) as excinfo:
         build_config({"ppo": {"lr": 1e-3}})

@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import json, sys
@@ -17,7 +19,7 @@ SCRIPT = textwrap.dedent(
     from trainers.hparams import StaticConfig
 
     static = StaticConfig(env_id="CartPole-v1", num_envs=4, num_steps=16, num_minibatches=2,
-                          update_epochs=2, hidden_sizes=(16,), max_chunk_updates=8)
+                          update_epochs=2, hidden_sizes=(16,), max_chunk_updates=8, network=sys.argv[2])
     devices = jax.local_devices()
     two, state2, hp = build(static, seed=1, devices=devices[:2])
     one, state1, _ = build(static, seed=1, devices=devices[:1])
@@ -32,6 +34,10 @@ SCRIPT = textwrap.dedent(
         "param_change": max(float(np.max(np.abs(x[0]))) for x in p2),
         "loss_two": host_metrics(m2)["policy_loss"].tolist(),
         "loss_one": host_metrics(m1)["policy_loss"].tolist(),
+        "hidden_max_abs_diff": (
+            0.0 if state1.hidden is None
+            else float(np.max(np.abs(np.asarray(state2.hidden).reshape(4, -1) - np.asarray(state1.hidden)[0])))
+        ),
     }
 
     # Three seeds vmapped inside the two-device map: same agents as on one device, and the
@@ -55,11 +61,14 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_two_devices_keep_identical_params_equal_to_one_device():
+@pytest.mark.parametrize("network", ["mlp", "gru"])
+def test_two_devices_keep_identical_params_equal_to_one_device(network):
+    # gru: each device carries the hidden states of its own envs, and minibatches of whole
+    # env sequences are the same sets of envs on two devices as on one.
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
     tests_dir = str(Path(__file__).parent)
     proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT, tests_dir], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", SCRIPT, tests_dir, network], env=env, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))
@@ -75,3 +84,4 @@ def test_two_devices_keep_identical_params_equal_to_one_device():
     assert result["seeds_max_abs_diff_vs_one_device"] < 1e-5
     assert result["seeds_obs_shape"] == [3, 4, 4]  # (seeds, all envs, obs)
     assert result["seeds_differ"]
+    assert result["hidden_max_abs_diff"] < 1e-5

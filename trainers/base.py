@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any
 
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
 import optax
+from flax import struct
 
-from trainers import networks
+from trainers import networks, recurrent
 from trainers.envs import EnvSpec
 from trainers.hparams import DynamicHParams, StaticConfig
-from trainers.rollout import reset_envs
-from trainers.types import ChunkMetrics, TrainState, UpdateMetrics
+from trainers.rollout import reset_envs, rollout
+from trainers.types import ChunkMetrics, TrainState, Transition, UpdateMetrics
 
 AXIS = "devices"
 
@@ -66,6 +68,17 @@ def check_devices(static: StaticConfig, num_devices: int) -> None:
         )
 
 
+@struct.dataclass
+class Collected:
+    """A rollout and the state to continue from."""
+
+    env_state: Any
+    obs: jax.Array
+    hidden: Any  # recurrent: (env, H) after the last step's reset; None for the MLP
+    traj: Transition
+    step_hidden: Any  # recurrent: (time, env, H) from each step's policy call; None for the MLP
+
+
 @dataclasses.dataclass(frozen=True)
 class OnPolicyTrainer:
     """One static configuration, split data-parallel over `num_devices`. Subclasses define
@@ -76,8 +89,13 @@ class OnPolicyTrainer:
     num_devices: int = 1
 
     @property
-    def network(self) -> networks.ActorCritic:
-        return networks.ActorCritic(
+    def recurrent(self) -> bool:
+        return self.static.recurrent
+
+    @property
+    def network(self) -> networks.ActorCritic | networks.RecurrentActorCritic:
+        module = networks.RecurrentActorCritic if self.recurrent else networks.ActorCritic
+        return module(
             num_actions=self.spec.num_actions,
             discrete=self.spec.discrete,
             hidden_sizes=tuple(self.static.hidden_sizes),
@@ -99,7 +117,47 @@ class OnPolicyTrainer:
         return optax.inject_hyperparams(flat_optimizer)(learning_rate=0.0, max_grad_norm=1.0)
 
     def apply(self, params, obs):
+        """Feed-forward network: outputs for observations with any leading axes."""
         return self.network.apply(params, obs.astype(jnp.float32))
+
+    def policy_step(self, params, hidden, obs):
+        """One env, one step: (hidden, obs) -> (hidden, outputs). The feed-forward network
+        passes `hidden` through, so evaluation can treat both networks alike."""
+        if not self.recurrent:
+            return hidden, self.apply(params, obs)
+        return self.network.apply(params, hidden, obs.astype(jnp.float32))
+
+    def initial_hidden(self, num_envs: int) -> jax.Array | None:
+        if not self.recurrent:
+            return None
+        return jnp.zeros((num_envs, self.network.hidden_size), jnp.float32)
+
+    def collect(self, state: TrainState, key: jax.Array) -> Collected:
+        """One rollout of `num_steps` in this device's envs, from `state`."""
+        common = dict(num_global_envs=self.static.num_envs, spec=self.spec, num_steps=self.static.num_steps)
+        if not self.recurrent:
+            env_state, obs, _, traj = rollout(
+                state.params, state.env_state, state.obs, key, self._env_ids(), apply_fn=self.apply, **common
+            )
+            return Collected(env_state, obs, None, traj, None)
+        env_state, obs, hidden, _, traj, step_hidden = recurrent.recurrent_rollout(
+            state.params, state.env_state, state.obs, state.hidden, key, self._env_ids(),
+            step_fn=self.policy_step, **common,
+        )
+        return Collected(env_state, obs, hidden, traj, step_hidden)
+
+    def sequence_outputs(self, params, obs, done, start_hidden):
+        """Policy outputs over stored (time, env) steps. The MLP maps each step on its own;
+        the GRU replays each env's sequence from `start_hidden` with the rollout's resets."""
+        if not self.recurrent:
+            return self.apply(params, obs)
+        return recurrent.replay(self.network, params, start_hidden, obs, done)
+
+    def bootstrap_values(self, params, collected: Collected) -> jax.Array:
+        """V of each step's final observation (before auto-reset), shape (time, env)."""
+        if not self.recurrent:
+            return self.apply(params, collected.traj.final_obs)[2]
+        return recurrent.bootstrap_values(self.policy_step, params, collected.step_hidden, collected.traj.final_obs)
 
     def _env_ids(self) -> jax.Array:
         first = jax.lax.axis_index(AXIS) * self.envs_per_device
@@ -110,7 +168,10 @@ class OnPolicyTrainer:
         """Same params on every device (same key); envs seeded by their global index."""
         key, params_key, env_key = jax.random.split(key, 3)
         dummy_obs = jnp.zeros((1, self.spec.obs_size), jnp.float32)
-        params = self.network.init(params_key, dummy_obs)
+        if self.recurrent:
+            params = self.network.init(params_key, self.initial_hidden(1), dummy_obs)
+        else:
+            params = self.network.init(params_key, dummy_obs)
         env_state, obs = reset_envs(env_key, self._env_ids(), self.static.num_envs, self.spec)
         # gymnax leaves some fields weakly typed (time=0); a state restored from host arrays
         # is strongly typed, and the difference would recompile the chunk.
@@ -122,6 +183,7 @@ class OnPolicyTrainer:
             obs=obs,
             key=key,
             update_idx=jnp.zeros((), jnp.int32),
+            hidden=self.initial_hidden(self.envs_per_device),
         )
 
     # --- one gradient step ------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Training state <-> bytes: flax msgpack serialization (never pickle) plus metadata.
 
 The state is stored device-count independent: params, optimizer state, RNG key and counter
-once (they are identical on every device), environment states and observations merged
-along a global env axis. A file is one msgpack map:
+once (they are identical on every device), environment states, observations and (recurrent
+networks) hidden states merged along a global env axis. A file is one msgpack map:
 
     {"format": "rltui-checkpoint", "version": 1, "metadata": <JSON text>,
      "sha256": <hex digest of state>, "state": <flax msgpack bytes>}
@@ -138,6 +138,9 @@ def decode(data: bytes, template: TrainState) -> tuple[TrainState, dict[str, Any
     metadata = verify(data)
     try:
         state_dict = serialization.msgpack_restore(outer["state"])
+        # Written before recurrent networks existed: a feed-forward state, no hidden field.
+        if isinstance(state_dict, dict):
+            state_dict.setdefault("hidden", None)
         restored = serialization.from_state_dict(template, state_dict)
     except Exception as err:
         raise CheckpointError(f"checkpoint does not fit this trainer: {err}") from None

@@ -13,7 +13,11 @@ CLASSIC_CONTROL = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1",
 MINATAR = ("Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar", "SpaceInvaders-MinAtar")
 BSUITE = ("Catch-bsuite", "DeepSea-bsuite", "MemoryChain-bsuite", "UmbrellaChain-bsuite", "DiscountingChain-bsuite")
 MISC = ("FourRooms-misc", "PointRobot-misc", "Reacher-misc", "Swimmer-misc", "Pong-misc")
-SUPPORTED_ENVS: tuple[str, ...] = CLASSIC_CONTROL + MINATAR + BSUITE + MISC
+# Partially observable variants: a gymnax env id and the observation components kept.
+# CartPole-v1-pomdp shows cart position and pole angle only (its velocities are masked out),
+# so a policy must remember past observations to act well: a test bed for `network = "gru"`.
+MASKED_ENVS: dict[str, tuple[str, tuple[int, ...]]] = {"CartPole-v1-pomdp": ("CartPole-v1", (0, 2))}
+SUPPORTED_ENVS: tuple[str, ...] = CLASSIC_CONTROL + MINATAR + BSUITE + MISC + tuple(MASKED_ENVS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,10 +49,16 @@ def make_env(env_id: str) -> EnvSpec:
     from gymnax.environments import spaces
     from gymnax.wrappers.purerl import FlattenObservationWrapper, LogWrapper
 
-    base, params = gymnax.make(env_id)
+    base_id, kept = MASKED_ENVS.get(env_id, (env_id, None))
+    base, params = gymnax.make(base_id)
     obs_shape = tuple(int(d) for d in base.observation_space(params).shape)
     space = base.action_space(params)
-    env = LogWrapper(FlattenObservationWrapper(base))
+    flat = FlattenObservationWrapper(base)
+    if kept is not None:
+        from trainers.masked_env import MaskObservationWrapper
+
+        flat, obs_shape = MaskObservationWrapper(flat, kept), (len(kept),)
+    env = LogWrapper(flat)
     if isinstance(space, spaces.Discrete):
         return EnvSpec(env_id, env, params, obs_shape, True, int(space.n))
     low = np.broadcast_to(np.asarray(space.low, np.float32), space.shape)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -11,11 +12,19 @@ from trainers import networks
 from trainers.envs import EnvSpec
 from trainers.rollout import env_action
 
+# One env, one step: (params, hidden, obs) -> (hidden, (policy_out, log_std, value)); see
+# OnPolicyTrainer.policy_step. A feed-forward policy passes `hidden` through.
+StepFn = Callable[[Any, Any, jax.Array], tuple[Any, tuple[jax.Array, jax.Array, jax.Array]]]
 
-def _eval_step(carry, key, *, params, spec: EnvSpec, apply_fn, greedy: bool):
-    env_state, obs, returns, finished = carry
+
+def _eval_step(carry, key, *, params, spec: EnvSpec, step_fn: StepFn, greedy: bool):
+    env_state, obs, hidden, returns, finished = carry
     act_key, step_key = jax.random.split(key)
-    policy_out, log_std, _ = apply_fn(params, obs)
+    # Per env: params shared, each env's hidden state its own. Each env runs one episode
+    # (steps after it ends are not counted), so the hidden state is never reset here.
+    hidden, (policy_out, log_std, _) = jax.vmap(step_fn, in_axes=(None, 0, 0), out_axes=(0, (0, None, 0)))(
+        params, hidden, obs
+    )
     if greedy:
         action = networks.greedy_action(policy_out, spec.discrete)
     else:
@@ -27,16 +36,18 @@ def _eval_step(carry, key, *, params, spec: EnvSpec, apply_fn, greedy: bool):
     )
     returns = returns + jnp.where(finished, 0.0, reward)
     finished = finished | terminated | truncated
-    return (env_state, obs, returns, finished), None
+    return (env_state, obs, hidden, returns, finished), None
 
 
-def evaluate(params, key, *, spec: EnvSpec, apply_fn, episodes: int, greedy: bool = True) -> jax.Array:
+def evaluate(
+    params, key, *, spec: EnvSpec, step_fn: StepFn, initial_hidden: Any, episodes: int, greedy: bool = True
+) -> jax.Array:
     """Returns of `episodes` episodes (one per env), each run to termination or the env's
-    time limit."""
+    time limit. `initial_hidden`: (episodes, H) zeros for a recurrent policy, else None."""
     reset_key, run_key = jax.random.split(key)
     obs, env_state = jax.vmap(spec.env.reset, in_axes=(0, None))(jax.random.split(reset_key, episodes), spec.params)
     max_steps = int(spec.params.max_steps_in_episode)
-    init = (env_state, obs, jnp.zeros(episodes), jnp.zeros(episodes, bool))
-    step = functools.partial(_eval_step, params=params, spec=spec, apply_fn=apply_fn, greedy=greedy)
-    (_, _, returns, _), _ = jax.lax.scan(step, init, jax.random.split(run_key, max_steps))
+    init = (env_state, obs, initial_hidden, jnp.zeros(episodes), jnp.zeros(episodes, bool))
+    step = functools.partial(_eval_step, params=params, spec=spec, step_fn=step_fn, greedy=greedy)
+    (_, _, _, returns, _), _ = jax.lax.scan(step, init, jax.random.split(run_key, max_steps))
     return returns

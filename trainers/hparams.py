@@ -14,6 +14,7 @@ import numpy as np
 ACTIVATIONS = ("tanh", "relu")
 ALGOS = ("ppo", "reinforce")
 PRECISIONS = ("fp32", "bf16")
+NETWORKS = ("mlp", "gru")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +33,9 @@ class StaticConfig:
     precision: str = "fp32"
     # Independent agents trained at once, vmapped over a seed axis inside the device map.
     num_seeds: int = 1
+    # "mlp": feed-forward actor-critic. "gru": a GRU core whose hidden state is carried per
+    # environment through rollouts and updates (trainers/recurrent.py).
+    network: str = "mlp"
     # Capacity of the per-chunk metrics buffer. The number of updates a chunk runs is a
     # traced argument up to this bound, so the session can size chunks without recompiling.
     max_chunk_updates: int = 512
@@ -39,6 +43,10 @@ class StaticConfig:
     @property
     def steps_per_update(self) -> int:
         return self.num_envs * self.num_steps
+
+    @property
+    def recurrent(self) -> bool:
+        return self.network == "gru"
 
 
 class DynamicHParams(NamedTuple):

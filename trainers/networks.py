@@ -57,6 +57,62 @@ class ActorCritic(nn.Module):
         return policy_out, log_std, value
 
 
+class RecurrentActorCritic(nn.Module):
+    """obs -> Dense(hidden_sizes[0]) -> GRU cell of the same width -> separate policy and
+    value towers over `hidden_sizes[1:]` -> heads.
+
+    `__call__` is one time step, `(hidden, obs) -> (hidden, (policy_out, log_std, value))`.
+    Its three stages are also methods (`encode`, `recur`, `heads`) so that a replay over
+    stored sequences runs only `recur` inside its time scan and the feed-forward parts on
+    all steps at once. Any leading batch axes. The caller resets `hidden` to zeros where an
+    episode ended (trainers/recurrent.py).
+
+    With `dtype=jnp.bfloat16` the dense layers compute in bfloat16; the GRU cell and its
+    carried hidden state stay float32 (a recurrence accumulates rounding step by step), and
+    the outputs are float32."""
+
+    num_actions: int
+    discrete: bool
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "tanh"
+    dtype: Any = jnp.float32
+
+    @property
+    def hidden_size(self) -> int:
+        return self.hidden_sizes[0]
+
+    def setup(self):
+        self.embed = _dense(self.hidden_size, math.sqrt(2), self.dtype)
+        self.cell = nn.GRUCell(features=self.hidden_size)
+        self.actor = [_dense(size, math.sqrt(2), self.dtype) for size in self.hidden_sizes[1:]]
+        self.policy_head = _dense(self.num_actions, 0.01, self.dtype)
+        self.critic = [_dense(size, math.sqrt(2), self.dtype) for size in self.hidden_sizes[1:]]
+        self.value_head = _dense(1, 1.0, self.dtype)
+        if not self.discrete:
+            self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_actions,))
+
+    def encode(self, obs: jax.Array) -> jax.Array:
+        return _ACTIVATIONS[self.activation](self.embed(obs)).astype(jnp.float32)
+
+    def recur(self, hidden: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return self.cell(hidden, x)
+
+    def heads(self, y: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        act = _ACTIVATIONS[self.activation]
+        pi, v = y, y
+        for layer in self.actor:
+            pi = act(layer(pi))
+        for layer in self.critic:
+            v = act(layer(v))
+        log_std = jnp.zeros(()) if self.discrete else self.log_std  # unused when discrete
+        policy_out = self.policy_head(pi).astype(jnp.float32)
+        return policy_out, log_std, self.value_head(v)[..., 0].astype(jnp.float32)
+
+    def __call__(self, hidden: jax.Array, obs: jax.Array):
+        hidden, y = self.recur(hidden, self.encode(obs))
+        return hidden, self.heads(y)
+
+
 # --- distributions -------------------------------------------------------------------------
 # Small and explicit instead of a dependency: categorical and diagonal Gaussian are all we need.
 

@@ -3,19 +3,21 @@
 One update = rollout (scan over time of vmapped env+policy) -> GAE (reverse scan) ->
 epochs x minibatches (nested scans of value_and_grad, gradients averaged over the device
 axis with `lax.pmean`) -> optax. Every function here runs inside `parallel.DataParallel`'s
-pmap, also on a single device, so `AXIS` is always bound.
+pmap, also on a single device, so `AXIS` is always bound. With `network = "gru"` the
+minibatches are whole environment sequences, replayed by the GRU (trainers/recurrent.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
-from trainers import losses, networks
+from trainers import losses, networks, recurrent
 from trainers.base import (  # noqa: F401  (AXIS, set_injected and the optimizers are re-exported)
     AXIS,
     OnPolicyTrainer,
@@ -29,7 +31,6 @@ from trainers.base import (  # noqa: F401  (AXIS, set_injected and the optimizer
 from trainers.envs import make_env
 from trainers.hparams import DynamicHParams, StaticConfig
 from trainers.returns import gae
-from trainers.rollout import rollout
 from trainers.types import TrainState, UpdateMetrics
 
 
@@ -43,6 +44,10 @@ class Batch:
     value: jax.Array
     advantage: jax.Array
     target: jax.Array
+    # Recurrent networks only (None otherwise): where each step ended an episode, and each
+    # env's hidden state at the start of the rollout, (env, H) with no time axis.
+    done: Any = None
+    start_hidden: Any = None
 
 
 @struct.dataclass
@@ -69,7 +74,7 @@ class PPO(OnPolicyTrainer):
 
     # --- one update -------------------------------------------------------------------------
     def _loss(self, params, mb: Batch, advantage, hp: DynamicHParams):
-        policy_out, log_std, value = self.apply(params, mb.obs)
+        policy_out, log_std, value = self.sequence_outputs(params, mb.obs, mb.done, mb.start_hidden)
         log_prob = networks.log_prob(policy_out, log_std, mb.action, self.spec.discrete)
         policy_loss, approx_kl, clip_frac = losses.clipped_surrogate_loss(log_prob, mb.log_prob, advantage, hp.clip_eps)
         value_loss = losses.clipped_value_loss(value, mb.value, mb.target, hp.clip_eps)
@@ -87,6 +92,9 @@ class PPO(OnPolicyTrainer):
         return (params, opt_state), LossInfo(*aux, grad_norm=grad_norm)
 
     def _epoch(self, carry, key, *, batch: Batch, hp: DynamicHParams):
+        step = functools.partial(self._minibatch_step, hp=hp)
+        if self.recurrent:
+            return jax.lax.scan(step, carry, self._env_minibatches(batch, key))
         # Minibatches are sets of time steps across all envs. The permutation key is the same
         # on every device, so minibatch m on N devices is exactly minibatch m on one device.
         num_steps, num_mb = self.static.num_steps, self.static.num_minibatches
@@ -94,22 +102,28 @@ class PPO(OnPolicyTrainer):
         shuffled = jax.tree.map(
             lambda x: jnp.take(x, perm, axis=0).reshape((num_mb, num_steps // num_mb) + x.shape[1:]), batch
         )
-        step = functools.partial(self._minibatch_step, hp=hp)
         return jax.lax.scan(step, carry, shuffled)
+
+    def _env_minibatches(self, batch: Batch, key: jax.Array) -> Batch:
+        """Recurrent: minibatches of whole env sequences (a GRU cannot be replayed from a
+        shuffled set of time steps), leaves (minibatch, time, env', ...)."""
+        indices = recurrent.env_minibatches(key, self._env_ids(), self.static.num_envs, self.static.num_minibatches)
+        sequences, start_hidden = recurrent.split_by_env(batch.replace(start_hidden=None), batch.start_hidden, indices)
+        return sequences.replace(start_hidden=start_hidden)
 
     def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
         key, rollout_key, epoch_key = jax.random.split(state.key, 3)
-        env_state, obs, _, traj = rollout(
-            state.params, state.env_state, state.obs, rollout_key, self._env_ids(),
-            num_global_envs=self.static.num_envs, spec=self.spec, apply_fn=self.apply, num_steps=self.static.num_steps,
-        )
+        collected = self.collect(state, rollout_key)
+        traj = collected.traj
         # The value of the observation each step reached (before auto-reset): V(obs[t+1])
         # while an episode runs, and the truncation bootstrap where it was cut by a time limit.
-        _, _, next_values = self.apply(state.params, traj.final_obs)
+        next_values = self.bootstrap_values(state.params, collected)
         advantage, target = gae(
             traj.reward, traj.value, next_values, traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda
         )
         batch = Batch(traj.obs, traj.action, traj.log_prob, traj.value, advantage, target)
+        if self.recurrent:
+            batch = batch.replace(done=jnp.logical_or(traj.terminated, traj.truncated), start_hidden=state.hidden)
 
         lr = annealed_lr(hp, state.update_idx)
         opt_state = set_injected(state.opt_state, learning_rate=lr, max_grad_norm=hp.max_grad_norm)
@@ -130,12 +144,20 @@ class PPO(OnPolicyTrainer):
             grad_norm=jnp.mean(info.grad_norm),
             lr=lr,
         )
-        new_state = TrainState(params, opt_state, env_state, obs, key, state.update_idx + 1)
+        new_state = TrainState(
+            params, opt_state, collected.env_state, collected.obs, key, state.update_idx + 1, collected.hidden
+        )
         return new_state, metrics
 
 
 def make_trainer(static: StaticConfig, num_devices: int = 1) -> PPO:
     check_devices(static, num_devices)
-    if static.num_steps % static.num_minibatches:
+    if static.recurrent:
+        if (static.num_envs // num_devices) % static.num_minibatches:
+            raise ValueError(
+                f"num_minibatches: with network = gru, minibatches are sets of whole environments and must divide "
+                f"the {static.num_envs // num_devices} environments of each device"
+            )
+    elif static.num_steps % static.num_minibatches:
         raise ValueError(f"num_minibatches: must divide num_steps ({static.num_steps})")
     return PPO(static=static, spec=make_env(static.env_id), num_devices=num_devices)

@@ -30,6 +30,7 @@ step of `-mean(log pi(a|s) * A)`, gradients averaged over devices with `lax.pmea
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +41,6 @@ from trainers.base import AXIS, OnPolicyTrainer, annealed_lr, check_devices, epi
 from trainers.envs import make_env
 from trainers.hparams import DynamicHParams, StaticConfig
 from trainers.returns import discounted_returns
-from trainers.rollout import rollout
 from trainers.types import TrainState, UpdateMetrics
 
 
@@ -53,6 +53,9 @@ class PGBatch:
     returns: jax.Array  # G_t, discounted, cut at episode ends
     advantage: jax.Array  # G_t - baseline * V(s_t), maybe normalised
     valid: jax.Array  # 1.0 where the step's episode ends within the rollout
+    # Recurrent networks only (None otherwise): the resets and start states of the replay.
+    done: Any = None
+    start_hidden: Any = None
 
 
 def masked_global_mean_std(x: jax.Array, valid: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -75,14 +78,14 @@ def reinforce_advantage(returns, values, valid, hp: DynamicHParams):
 @dataclasses.dataclass(frozen=True)
 class REINFORCE(OnPolicyTrainer):
     """REINFORCE for one static configuration, split data-parallel over `num_devices`.
-    Uses env_id, num_envs, num_steps, hidden_sizes, activation and max_chunk_updates of the
+    Uses env_id, num_envs, num_steps, hidden_sizes, activation, network and max_chunk_updates of the
     static config (num_minibatches and update_epochs do not apply: one step per rollout)."""
 
     def _loss(self, params, batch: PGBatch, count, hp: DynamicHParams):
         """Total loss on this device's batch. `count` is the mean number of valid steps per
         device, so that the pmean of this loss (and of its gradient) over devices is the
         mean over all valid steps."""
-        policy_out, log_std, value = self.apply(params, batch.obs)
+        policy_out, log_std, value = self.sequence_outputs(params, batch.obs, batch.done, batch.start_hidden)
         log_prob = networks.log_prob(policy_out, log_std, batch.action, self.spec.discrete)
         policy_loss = pg_losses.policy_gradient_loss(log_prob, batch.advantage, batch.valid, count)
         value_loss = pg_losses.value_regression_loss(value, batch.returns, batch.valid, count)
@@ -92,15 +95,15 @@ class REINFORCE(OnPolicyTrainer):
 
     def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
         key, rollout_key = jax.random.split(state.key)
-        env_state, obs, _, traj = rollout(
-            state.params, state.env_state, state.obs, rollout_key, self._env_ids(),
-            num_global_envs=self.static.num_envs, spec=self.spec, apply_fn=self.apply, num_steps=self.static.num_steps,
-        )
+        collected = self.collect(state, rollout_key)
+        traj = collected.traj
         done = jnp.logical_or(traj.terminated, traj.truncated)
         valid = pg_losses.complete_episode_mask(done)
         returns = discounted_returns(traj.reward, done, hp.gamma)  # no bootstrap, truncation included
         advantage = reinforce_advantage(returns, traj.value, valid, hp)
         batch = PGBatch(traj.obs, traj.action, returns, advantage, valid)
+        if self.recurrent:  # one step on the whole batch: every env's sequence replayed at once
+            batch = batch.replace(done=done, start_hidden=state.hidden)
         count = jax.lax.pmean(jnp.sum(valid), AXIS)
 
         lr = annealed_lr(hp, state.update_idx)
@@ -116,7 +119,7 @@ class REINFORCE(OnPolicyTrainer):
         policy_loss, value_loss, entropy = aux
 
         # KL(rollout policy || updated policy) on the valid steps, E[(r - 1) - log r].
-        policy_out, log_std, _ = self.apply(params, traj.obs)
+        policy_out, log_std, _ = self.sequence_outputs(params, traj.obs, batch.done, batch.start_hidden)
         log_ratio = networks.log_prob(policy_out, log_std, traj.action, self.spec.discrete) - traj.log_prob
         approx_kl = jax.lax.pmean(pg_losses.masked_mean(jnp.expm1(log_ratio) - log_ratio, valid, count), AXIS)
 
@@ -133,7 +136,10 @@ class REINFORCE(OnPolicyTrainer):
             grad_norm=grad_norm,
             lr=lr,
         )
-        return TrainState(params, opt_state, env_state, obs, key, state.update_idx + 1), metrics
+        new_state = TrainState(
+            params, opt_state, collected.env_state, collected.obs, key, state.update_idx + 1, collected.hidden
+        )
+        return new_state, metrics
 
 
 def make_reinforce_trainer(static: StaticConfig, num_devices: int = 1) -> REINFORCE:

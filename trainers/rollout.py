@@ -39,10 +39,10 @@ def _policy_noise(key: jax.Array, spec: EnvSpec) -> jax.Array:
     return sample(key, (spec.num_actions,), jnp.float32)
 
 
-def _rollout_step(carry, xs, *, params, spec: EnvSpec, apply_fn: ApplyFn):
-    env_state, obs = carry
-    noise, step_key = xs
-    policy_out, log_std, value = apply_fn(params, obs)
+def act_and_step(spec: EnvSpec, outputs, obs, env_state, noise, step_key):
+    """Sample actions from the policy's `outputs` (policy_out, log_std, value) with the
+    pre-drawn `noise`, step every env once. Returns (env_state, next_obs, Transition)."""
+    policy_out, log_std, value = outputs
     action = networks.action_from_noise(noise, policy_out, log_std, spec.discrete)
     log_prob = networks.log_prob(policy_out, log_std, action, spec.discrete)
     step = jax.vmap(spec.env.step, in_axes=(0, 0, 0, None))
@@ -61,27 +61,37 @@ def _rollout_step(carry, xs, *, params, spec: EnvSpec, apply_fn: ApplyFn):
         episode_return=info["returned_episode_returns"],
         episode_length=info["returned_episode_lengths"],
     )
+    return env_state, next_obs, transition
+
+
+def _rollout_step(carry, xs, *, params, spec: EnvSpec, apply_fn: ApplyFn):
+    env_state, obs = carry
+    noise, step_key = xs
+    env_state, next_obs, transition = act_and_step(spec, apply_fn(params, obs), obs, env_state, noise, step_key)
     return (env_state, next_obs), transition
+
+
+def rollout_randomness(key: jax.Array, env_ids: jax.Array, num_global_envs: int, spec: EnvSpec, num_steps: int):
+    """All keys of a rollout, drawn before the time scan in a few batched RNG calls instead
+    of several per step (on CPU each RNG call is a small loop, and per-op overhead dominates
+    at few envs). Each env's keys come from its global index, so results do not depend on
+    how envs are split over devices. Returns (next key, policy noise, env step keys), the
+    last two shaped (time, env, ...)."""
+    step_keys = jax.random.split(key, num_steps + 1)
+    key, step_keys = step_keys[0], step_keys[1:]
+    keys = jax.vmap(lambda k: env_keys(k, env_ids, num_global_envs, per_env=2))(step_keys)  # (time, env, 2)
+    noise = jax.vmap(jax.vmap(lambda k: _policy_noise(k, spec)))(keys[:, :, 0])
+    return key, noise, keys[:, :, 1]
 
 
 def rollout(
     params, env_state, obs, key, env_ids, *, num_global_envs: int, spec: EnvSpec, apply_fn: ApplyFn, num_steps: int
 ):
     """Run `num_steps` steps in each env of `env_ids` (contiguous global indices).
-    Returns (env_state, obs, key, Transition[time, env]).
-
-    All keys of the rollout (and the policy's sampling noise) are drawn before the time scan,
-    in a few batched RNG calls instead of several per step: on CPU each RNG call is a small
-    loop, and per-op overhead dominates at few envs. Each env's keys still come from its
-    global index, so results do not depend on how envs are split over devices.
-    """
-
-    step_keys = jax.random.split(key, num_steps + 1)
-    key, step_keys = step_keys[0], step_keys[1:]
-    keys = jax.vmap(lambda k: env_keys(k, env_ids, num_global_envs, per_env=2))(step_keys)  # (time, env, 2)
-    noise = jax.vmap(jax.vmap(lambda k: _policy_noise(k, spec)))(keys[:, :, 0])
+    Returns (env_state, obs, key, Transition[time, env]); see `rollout_randomness`."""
+    key, noise, step_keys = rollout_randomness(key, env_ids, num_global_envs, spec, num_steps)
     step = functools.partial(_rollout_step, params=params, spec=spec, apply_fn=apply_fn)
-    (env_state, obs), traj = jax.lax.scan(step, (env_state, obs), (noise, keys[:, :, 1]))
+    (env_state, obs), traj = jax.lax.scan(step, (env_state, obs), (noise, step_keys))
     return env_state, obs, key, traj
 
 

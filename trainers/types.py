@@ -34,6 +34,9 @@ class TrainState:
     obs: jax.Array
     key: jax.Array  # shared by all devices; per-env keys are derived by global env index
     update_idx: jax.Array  # int32 scalar: updates completed so far
+    # Recurrent networks: each env's hidden state (env, H), reset where an episode ended.
+    # None (no leaves) for feed-forward networks.
+    hidden: Any = None
 
 
 @struct.dataclass
