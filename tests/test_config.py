@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from rltui import presets
 from rltui.config import (
     KEYS,
     ConfigError,
@@ -264,7 +265,9 @@ def test_load_toml_then_set_precedence(tmp_path):
     assert config.lr == pytest.approx(5e-4)
     assert config.hidden_sizes == (16, 16)
     assert config.anneal_lr is False
-    assert config.num_envs == RunConfig().num_envs
+    # keys neither the file nor --set gives come from Acrobot's tuned preset
+    assert config.num_envs == presets.preset("ppo", "Acrobot-v1")["num_envs"]
+    assert build_config(load_toml(path), use_preset=False).num_envs == RunConfig().num_envs
 
 
 # --- devices ----------------------------------------------------------------------------

@@ -55,7 +55,8 @@ SCRIPT = textwrap.dedent(
     out["seeds_replicas_identical"] = all(np.array_equal(x[0], x[1]) for x in jax.tree.leaves(jax.device_get(state2.params)))
     out["seeds_max_abs_diff_vs_one_device"] = max(diffs)
     out["seeds_obs_shape"] = list(port2.obs.shape)
-    out["seeds_differ"] = not np.allclose(port2.params["params"]["Dense_0"]["kernel"][0], port2.params["params"]["Dense_0"]["kernel"][1])
+    first_leaf = jax.tree.leaves(port2.params)[0]
+    out["seeds_differ"] = not np.allclose(first_leaf[0], first_leaf[1])
     print("RESULT " + json.dumps(out))
     """
 )
