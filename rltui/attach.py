@@ -38,7 +38,7 @@ def cmd_attach(args) -> int:
         return _error(f"{args.run_dir}: the run's configuration is not one this rltui knows ({err})")
 
     from rltui.session.devices import DeviceSampler
-    from rltui.ui.app import run_dashboard
+    from rltui.ui.runner import run_dashboard
 
     # The devices panel shows the job's process (memory), not this client's.
     sampler = DeviceSampler(pid=remote.pid or None)

@@ -122,7 +122,7 @@ def launch(args) -> int:
             from rltui.headless import run_headless
 
             return run_headless(session, run_dir, attachable=server is not None)
-        from rltui.ui.app import run_dashboard
+        from rltui.ui.runner import run_dashboard
 
         code = run_dashboard(session, config, run_dir, theme=theme)
         if not session.join(0):

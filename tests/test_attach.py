@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import pty
 import re
 import select
-import signal
 import socket
 import subprocess
 import sys
@@ -236,11 +234,14 @@ def test_attach_with_nothing_to_attach_to_is_one_line_and_exit_2(tmp_path):
 
 def _run_in_a_terminal(argv: list[str], cwd: Path, until: bytes, keys: bytes, timeout: float = 60) -> tuple[int, str]:
     """Run `rltui argv` on a pseudo-terminal, type `keys` once `until` is on screen."""
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: never returns
-        os.chdir(cwd)
-        os.execve(sys.executable, [sys.executable, "-m", "rltui", *argv],
-                  cli_env(cwd / "c", COLUMNS="100", LINES="30", TERM="xterm-256color"))
+    # subprocess forks and execs in C: no Python runs in a forked copy of this (JAX-
+    # threaded) process, which pty.fork would do.
+    fd, terminal = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rltui", *argv], cwd=cwd, stdin=terminal, stdout=terminal, stderr=terminal,
+        env=cli_env(cwd / "c", COLUMNS="100", LINES="30", TERM="xterm-256color"), start_new_session=True,
+    )
+    os.close(terminal)
     screen, typed = b"", False
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -257,10 +258,10 @@ def _run_in_a_terminal(argv: list[str], cwd: Path, until: bytes, keys: bytes, ti
             os.write(fd, keys)
             typed = True
     else:
-        os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
+        proc.kill()
+    code = proc.wait(timeout=30)
     os.close(fd)
-    return os.waitstatus_to_exitcode(status), screen.decode(errors="replace")
+    return code, screen.decode(errors="replace")
 
 
 def test_rltui_attach_in_a_terminal_detaches_with_q(tmp_path):

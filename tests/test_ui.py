@@ -14,7 +14,8 @@ from fakes import FakeSession, fixed_device_stats
 from rltui.config import RunConfig
 from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
 from rltui.session.commands import Rollback
-from rltui.ui.app import DashboardApp, run_dashboard
+from rltui.ui.app import DashboardApp
+from rltui.ui.runner import run_dashboard
 from rltui.ui.screens import HelpScreen, HParamEditor, QuitConfirm
 from rltui.ui.widgets import MetricSparkline
 

@@ -15,8 +15,6 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
-from rich.console import Console
-from rich.text import Text
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -46,7 +44,7 @@ from rltui.ui.themes import load_themes, resolve_theme_name
 STOP_TIMEOUT = 5.0
 # Seconds between a snapshot's arrival and drawing it (see on_metrics_updated).
 AFTER_CHUNK_DELAY = 0.05
-_LIVE = (SessionState.IDLE, SessionState.COMPILING, SessionState.RUNNING, SessionState.PAUSED)
+LIVE = (SessionState.IDLE, SessionState.COMPILING, SessionState.RUNNING, SessionState.PAUSED)
 # Actions that exist only for a run this process owns, or only for an attached one.
 _OWNED_ONLY = frozenset({"quit"})
 _ATTACHED_ONLY = frozenset({"detach", "stop_run"})
@@ -197,7 +195,7 @@ class DashboardApp(App[None]):
         confirmed = (self.pending == "pausing" and state is SessionState.PAUSED) or (
             self.pending == "resuming" and state is SessionState.RUNNING
         )
-        if confirmed or state not in _LIVE:
+        if confirmed or state not in LIVE:
             self.pending = None
         self._show_state()
         self._flush_chart_unless_running()
@@ -260,7 +258,7 @@ class DashboardApp(App[None]):
     # --- actions ----------------------------------------------------------------------
     @property
     def is_live(self) -> bool:
-        return self.session_state in _LIVE and not self.quitting and self.pending != "stopping"
+        return self.session_state in LIVE and not self.quitting and self.pending != "stopping"
 
     @property
     def wants_paused(self) -> bool:
@@ -414,41 +412,3 @@ class DashboardApp(App[None]):
         yield SystemCommand("Next side panel", "Events, hyperparameters, devices on small screens (v)", self.action_cycle_side_panel)
         yield SystemCommand("Save SVG screenshot", f"Into the run directory {self.run_dir} (x)", self.action_save_svg)
         yield SystemCommand("Help", "Keys and how the dashboard works (?)", self.action_help)
-
-
-def run_dashboard(
-    session: SessionClient, config: RunConfig, run_dir: Path, theme: str | None = None, *, device_source=None
-) -> int:
-    """Run the dashboard until the user quits, then let go of the session: stop an owned
-    one and wait for it (bounded), or detach from an attached one, which goes on. 0, or 1
-    if training or the UI failed. Raises ValueError for an unknown theme, before anything
-    starts."""
-    app = DashboardApp(session, config, Path(run_dir), theme=theme, device_source=device_source)
-    try:
-        app.run()
-    finally:
-        ended = _let_go(session)
-    console = Console(stderr=True, soft_wrap=True, highlight=False)
-    snapshot = app.latest
-    if snapshot is not None:
-        console.print(f"{snapshot.update:,} updates, {snapshot.env_steps:,} env steps.")
-    if not ended:
-        console.print(Text(f"The session did not stop within {STOP_TIMEOUT:.0f} s; leaving it.", style="yellow"))
-    if session.state is SessionState.ERROR:
-        console.print(Text(f"Training failed: {app.state_message or 'see events.jsonl'}", style="bold red"))
-    elif session.outlives_client and session.state in _LIVE:
-        console.print(Text(f"Detached; the run goes on ({session.state.value}). Attach again with: rltui attach {run_dir}"))
-    console.print(Text(f"Run files: {run_dir}"))
-    failed = session.state is SessionState.ERROR or (app.return_code or 0) != 0
-    return 1 if failed else 0
-
-
-def _let_go(session: SessionClient) -> bool:
-    """False if an owned session did not stop in time."""
-    if session.outlives_client:
-        session.close()  # detach: the job is not ours to stop
-        return True
-    if session.state is SessionState.IDLE:
-        return True
-    session.stop()  # a no-op for a session that has already ended
-    return session.join(timeout=STOP_TIMEOUT)
