@@ -100,7 +100,7 @@ class OnPolicyTrainer:
             discrete=self.spec.discrete,
             hidden_sizes=tuple(self.static.hidden_sizes),
             activation=self.static.activation,
-            dtype=jnp.bfloat16 if self.static.precision == "bf16" else jnp.float32,
+            dtype=jnp.bfloat16 if self.static.precision == "bf16" else None,
         )
 
     @property

@@ -18,6 +18,11 @@ import numpy as np
 _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu}
 
 
+def _float32(x: jax.Array) -> jax.Array:
+    """bfloat16 outputs back to float32; other dtypes as they are (float64 in gradient checks)."""
+    return x.astype(jnp.float32) if x.dtype == jnp.bfloat16 else x
+
+
 def _dense(features: int, scale: float, dtype) -> nn.Dense:
     # `dtype` is the computation dtype; params stay float32 (param_dtype's default), so
     # the optimizer and its state never see bfloat16.
@@ -37,7 +42,7 @@ class ActorCritic(nn.Module):
     discrete: bool
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
-    dtype: Any = jnp.float32
+    dtype: Any = None  # None: computed in the inputs' dtype
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -45,7 +50,7 @@ class ActorCritic(nn.Module):
         x = obs
         for size in self.hidden_sizes:
             x = act(_dense(size, math.sqrt(2), self.dtype)(x))
-        policy_out = _dense(self.num_actions, 0.01, self.dtype)(x).astype(jnp.float32)
+        policy_out = _float32(_dense(self.num_actions, 0.01, self.dtype)(x))
         if self.discrete:
             log_std = jnp.zeros(())  # unused
         else:
@@ -53,7 +58,7 @@ class ActorCritic(nn.Module):
         v = obs
         for size in self.hidden_sizes:
             v = act(_dense(size, math.sqrt(2), self.dtype)(v))
-        value = _dense(1, 1.0, self.dtype)(v)[..., 0].astype(jnp.float32)
+        value = _float32(_dense(1, 1.0, self.dtype)(v)[..., 0])
         return policy_out, log_std, value
 
 
@@ -75,7 +80,7 @@ class RecurrentActorCritic(nn.Module):
     discrete: bool
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
-    dtype: Any = jnp.float32
+    dtype: Any = None
 
     @property
     def hidden_size(self) -> int:
@@ -92,7 +97,7 @@ class RecurrentActorCritic(nn.Module):
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_actions,))
 
     def encode(self, obs: jax.Array) -> jax.Array:
-        return _ACTIVATIONS[self.activation](self.embed(obs)).astype(jnp.float32)
+        return _float32(_ACTIVATIONS[self.activation](self.embed(obs)))
 
     def recur(self, hidden: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         return self.cell(hidden, x)
@@ -105,8 +110,7 @@ class RecurrentActorCritic(nn.Module):
         for layer in self.critic:
             v = act(layer(v))
         log_std = jnp.zeros(()) if self.discrete else self.log_std  # unused when discrete
-        policy_out = self.policy_head(pi).astype(jnp.float32)
-        return policy_out, log_std, self.value_head(v)[..., 0].astype(jnp.float32)
+        return _float32(self.policy_head(pi)), log_std, _float32(self.value_head(v)[..., 0])
 
     def __call__(self, hidden: jax.Array, obs: jax.Array):
         hidden, y = self.recur(hidden, self.encode(obs))
