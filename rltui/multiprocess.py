@@ -95,10 +95,13 @@ def supervise(spec: DistributedSpec, argv: list[str]) -> int:
         [sys.executable, "-m", "rltui", *argv], env={**os.environ, _CHILD_ENV: "1"}, start_new_session=True
     )
 
+    forwarded: set[int] = set()
+
     def forward(signum, frame):
+        forwarded.add(signum)
         child.send_signal(signum)
 
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         code = child.wait()
     finally:
@@ -106,6 +109,8 @@ def supervise(spec: DistributedSpec, argv: list[str]) -> int:
             signal.signal(sig, handler)
     if code in _OWN_CODES:
         return code
+    if -code in forwarded:  # ended by a signal sent to us (e.g. the terminal closed): not a peer's doing
+        return 128 - code
     how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
     print(
         f"rltui: error: {spec.label}: the JAX distributed runtime ended it ({how}): a peer process is missing, "
