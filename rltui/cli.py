@@ -68,6 +68,19 @@ def build_parser() -> argparse.ArgumentParser:
         "(dynamic keys may be changed with --set; shape-changing keys may not)",
     )
     launch.add_argument("--theme", metavar="NAME", help="dashboard theme (default rltui-dark; see the command palette)")
+    multi = launch.add_argument_group(
+        "one run over several processes (several hosts, or one process per GPU; headless only)",
+        "Start the same command in every process, with its own --process-id; process 0 writes the run files "
+        "and checkpoints and owns the control socket. A peer that does not join within --peer-timeout seconds, "
+        "or dies, ends every process with a one-line message and exit code 4.",
+    )
+    multi.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0 (reachable from every process)")
+    multi.add_argument("--num-processes", metavar="N", type=int, help="number of processes in the run")
+    multi.add_argument("--process-id", metavar="I", type=int, help="this process's index, 0 to N-1")
+    multi.add_argument(
+        "--peer-timeout", metavar="SECONDS", type=int,
+        help="seconds to wait for every process to join, and without a peer's heartbeat before giving up (default 60)",
+    )
 
     evaluate = sub.add_parser(
         "eval", help="run a checkpoint's policy and print its returns",
@@ -108,10 +121,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def cmd_launch(args: argparse.Namespace) -> int:
+def cmd_launch(args: argparse.Namespace, argv: list[str]) -> int:
+    from rltui import multiprocess
+
+    try:
+        spec = multiprocess.spec_from_args(args)
+    except ValueError as err:
+        print(f"rltui: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    if spec is not None and not multiprocess.is_supervised():
+        return multiprocess.supervise(spec, argv)
     from rltui.launch import launch
 
-    return launch(args)
+    return launch(args, spec)
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
@@ -141,9 +163,10 @@ def _preset_summary(result) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     if args.command == "launch":
-        return cmd_launch(args)
+        return cmd_launch(args, argv)
     if args.command == "envs":
         return cmd_envs(args)
     if args.command in ("attach", "serve"):

@@ -91,11 +91,19 @@ class _StopOnNonFinite(SessionListener):
 
 
 def run_headless(
-    session: TrainingSession, run_dir: Path, console: Console | None = None, *, attachable: bool = False
+    session: TrainingSession,
+    run_dir: Path | None,
+    console: Console | None = None,
+    *,
+    attachable: bool = False,
+    peer_label: str | None = None,
 ) -> int:
     """Run `session` to the end with a progress display. Ctrl+C or SIGTERM stop it at the
     next chunk boundary; a second Ctrl+C quits at once. Returns the process exit code.
-    `attachable`: the run listens on its control socket; say how to attach."""
+    `attachable`: the run listens on its control socket; say how to attach.
+    `peer_label` ("process I of N"): one process of a multi-process run; it ends by printing
+    the digest of its parameters, equal on every process. `run_dir` None: process 0 writes
+    the run files, this process none."""
     console = console or Console(stderr=True, soft_wrap=True)
     if attachable:
         console.print(Text(f"Dashboard from another terminal: rltui attach {shlex.quote(str(run_dir))}"), style="dim")
@@ -107,7 +115,7 @@ def run_headless(
 
     def on_signal(signum, frame):
         if signum == signal.SIGINT and interrupts:
-            console.print(Text(f"Aborted. Run files: {run_dir}", style="red"))
+            console.print(Text(f"Aborted. Run files: {run_dir}" if run_dir else "Aborted.", style="red"))
             os._exit(130)  # run files are flushed at every chunk boundary
         interrupts.append(signum)
         if signum == signal.SIGINT:
@@ -126,7 +134,9 @@ def run_headless(
 
     def finish(message: Text, code: int) -> int:
         console.print(message)
-        console.print(Text(f"Run files: {run_dir}"))
+        if peer_label and code == EXIT_OK:
+            console.print(Text(f"{peer_label}: parameters sha256 {session.backend.params_digest()}"))
+        console.print(Text(f"Run files: {run_dir}" if run_dir else f"{peer_label}: run files are written by process 0"))
         return code
 
     if session.state is SessionState.ERROR:

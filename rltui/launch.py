@@ -79,7 +79,8 @@ def truncate_metrics(run_dir: Path, last_update: int) -> None:
     os.replace(tmp, path)
 
 
-def launch(args) -> int:
+def launch(args, spec=None) -> int:
+    """`spec`: a `multiprocess.DistributedSpec` when this is one process of a multi-process run."""
     try:
         config, resume = _config_and_resume(args)
     except (ConfigError, LaunchError) as err:
@@ -97,11 +98,17 @@ def launch(args) -> int:
     from rltui import runtime
 
     runtime.configure_jax(host_devices=config.devices, compile_cache=not args.no_compile_cache)
+    if spec is not None:
+        from rltui import multiprocess
+
+        multiprocess.initialize(spec)  # before any other JAX use
     try:
-        devices = runtime.select_devices(config.devices)
+        devices = multiprocess.select_devices(config.devices) if spec else runtime.select_devices(config.devices)
         check_devices(config, len(devices))
     except (ConfigError, ValueError) as err:
         return _error(str(err))
+    if spec is not None and not spec.writer:
+        return _run_peer(config, devices, spec)
 
     from rltui.rundir import prepare_run_dir, write_config
 
@@ -115,13 +122,15 @@ def launch(args) -> int:
             run_dir = prepare_run_dir(config, args.run_dir, name=args.name)
     except (ConfigError, OSError) as err:
         return _error(str(err))
-    session, recorder = build_session(config, devices, run_dir, resume[1] if resume else None)
+    session, recorder = build_session(config, devices, run_dir, resume[1] if resume else None, spec)
     server = start_control_server(session, run_dir, config)
     try:
         if args.no_ui:
             from rltui.headless import run_headless
 
-            return run_headless(session, run_dir, attachable=server is not None)
+            return run_headless(
+                session, run_dir, attachable=server is not None, peer_label=spec.label if spec else None
+            )
         from rltui.ui.runner import run_dashboard
 
         code = run_dashboard(session, config, run_dir, theme=theme)
@@ -136,6 +145,15 @@ def launch(args) -> int:
         if server is not None:
             server.close()  # after the session's last state, so attached clients see it
         recorder.close()
+
+
+def _run_peer(config: RunConfig, devices: list, spec) -> int:
+    """A process other than 0 of a multi-process run: trains in step with process 0 and
+    prints its progress, but writes nothing (no run directory, no socket)."""
+    from rltui.headless import run_headless
+
+    session, _ = build_session(config, devices, None, None, spec)
+    return run_headless(session, None, peer_label=spec.label)
 
 
 def start_control_server(session, run_dir: Path, config: RunConfig):
@@ -153,19 +171,22 @@ def start_control_server(session, run_dir: Path, config: RunConfig):
     return server
 
 
-def build_session(config: RunConfig, devices: list, run_dir: Path, resume_data: bytes | None):
+def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume_data: bytes | None, spec=None):
+    """`run_dir` None: a peer process of a multi-process run, which records nothing."""
     from rltui.session import TrainingSession
     from rltui.session.backend import JaxBackend
     from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore
+    from rltui.session.distributed import PeerCheckpoints, ProcessSync
     from rltui.session.recorder import RunRecorder
 
     backend = JaxBackend(config.static_config(), config.seed, devices)
+    store = CheckpointStore.for_run(run_dir, keep=config.keep_checkpoints) if run_dir else PeerCheckpoints()
     session = TrainingSession(
         backend,
         config.dynamic_hparams(),
         config.total_updates,
         chunk_seconds=config.chunk_seconds,
-        checkpoints=CheckpointStore.for_run(run_dir, keep=config.keep_checkpoints),
+        checkpoints=store,
         checkpoint_policy=CheckpointPolicy(
             every_updates=config.checkpoint_every_updates,
             every_minutes=config.checkpoint_minutes,
@@ -173,7 +194,10 @@ def build_session(config: RunConfig, devices: list, run_dir: Path, resume_data: 
         ),
         run_metadata={"config": config.to_toml_dict()},
         resume=resume_data,
+        sync=ProcessSync(spec.process_id) if spec else None,
     )
+    if run_dir is None:
+        return session, None
     recorder = RunRecorder(run_dir)
     session.add_listener(recorder)
     return session, recorder

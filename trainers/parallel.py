@@ -1,8 +1,10 @@
 """The only module that knows about devices: data parallelism with `jax.pmap`.
 
-Environments are split evenly over the local devices, params and optimizer state are
+Environments are split evenly over the devices, params and optimizer state are
 replicated, and the trainer averages gradients with `lax.pmean` over `AXIS`. A single
-device runs the same pmapped program with an axis of size one.
+device runs the same pmapped program with an axis of size one. In a multi-process run
+(`jax.distributed`) the devices are every process's; each process holds and feeds only its
+own devices' slices, and checkpoints gather the others' environment slices.
 
 With `static.num_seeds > 1` the trainer is `vmap`ped over a seed axis inside the device
 map: every leaf of the state and metrics gains a seed axis after the device axis, each
@@ -51,7 +53,9 @@ class DataParallel:
         self._run_chunk = jax.pmap(
             run_chunk, axis_name=AXIS, in_axes=(0, None, None), donate_argnums=(0,), devices=self.devices
         )
-        self._device_index = np.arange(len(self.devices))
+        # pmap's inputs and outputs are this process's slices only.
+        self.local_count = sum(d.process_index == jax.process_index() for d in self.devices)
+        self._device_index = np.arange(self.local_count)
 
     @property
     def num_devices(self) -> int:
@@ -86,7 +90,13 @@ class DataParallel:
         return jax.tree.map(lambda x, ref: jax.device_put(x, ref.sharding), stacked, like)
 
     def to_portable(self, state: TrainState) -> TrainState:
-        """The device-count independent host state that checkpoints hold."""
+        """The device-count independent host state that checkpoints hold. With several
+        processes every one of them must call this (it is a collective)."""
+        if self.local_count < self.num_devices:
+            from jax.experimental import multihost_utils
+
+            # Slices in process order, which is the device order of `jax.devices()` and so of the map.
+            state = multihost_utils.process_allgather(state, tiled=True)
         return checkpoint.to_portable(state)
 
     def from_portable(self, portable: TrainState) -> TrainState:

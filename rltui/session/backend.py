@@ -104,6 +104,18 @@ class JaxBackend:
         self._state = self._parallel.put(self._parallel.from_portable(restored), like=self._state)
         return metadata
 
+    def params_digest(self) -> str:
+        """SHA-256 of the parameters (one replica): equal digests, equal agents; a
+        multi-process run prints it on every process."""
+        import hashlib
+
+        import jax
+
+        digest = hashlib.sha256()
+        for leaf in jax.tree.leaves(jax.device_get(self._state.params)):
+            digest.update(np.ascontiguousarray(np.asarray(leaf)[0]).tobytes())
+        return digest.hexdigest()
+
     @property
     def train_state(self):
         """The device-resident state (for checkpoints and evaluation)."""

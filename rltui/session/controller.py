@@ -21,6 +21,7 @@ from trainers.hparams import LIVE_HPARAMS, DynamicHParams, HParamError, validate
 from rltui.session.backend import NonFiniteState, TrainingBackend
 from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore, checkpoint_metadata
 from rltui.session.commands import Command, Pause, Resume, Rollback, SaveCheckpoint, SetHParams, Stop
+from rltui.session.distributed import BoundarySync, LocalSync
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.metrics import TRAINER_METRICS, MetricsSnapshot, MetricsStore, UpdateRecord
 
@@ -70,6 +71,7 @@ class TrainingSession:
         checkpoint_policy: CheckpointPolicy = CheckpointPolicy(),
         run_metadata: dict | None = None,
         resume: bytes | None = None,
+        sync: BoundarySync | None = None,
     ):
         self.backend = backend
         self.total_updates = total_updates
@@ -93,6 +95,8 @@ class TrainingSession:
         self._policy = checkpoint_policy
         self._run_metadata = dict(run_metadata or {})
         self._resume = resume
+        # Several processes of one run agree on commands, chunk sizes and saves through this.
+        self._sync: BoundarySync = sync or LocalSync()
         self._edits: list[dict] = []  # the edit log, carried in checkpoints
         self._last_save = (0, clock())  # (update, clock) of the last checkpoint
         self.last_checkpoint: Path | None = None
@@ -172,6 +176,7 @@ class TrainingSession:
             self._set_state(SessionState.RUNNING)
             self._loop()
             if self._checkpoints is not None and self._updates_done > self._last_save[0] and not self.nonfinite:
+                # Every process decides alike here: same updates, same saves, same divergence.
                 self._save("final")
             if self.stopped_early:
                 self._event("finished", f"stopped at update {self._updates_done}")
@@ -203,7 +208,7 @@ class TrainingSession:
                 self.nonfinite = True
                 self._event("nonfinite", "non-finite loss or gradient: training paused")
                 self._set_state(SessionState.PAUSED, "non-finite loss or gradient")
-            elif self._checkpoint_due():
+            elif self._sync.agree(self._checkpoint_due()):
                 self._save("periodic")
 
     # --- checkpoints -----------------------------------------------------------------------
@@ -244,6 +249,8 @@ class TrainingSession:
             self._event("warning", f"checkpoint failed ({err.strerror or err}); earlier checkpoints kept")
             return
         self._last_save = (self._updates_done, self._clock())
+        if path is None:  # a peer process of a multi-process run: process 0 wrote the file
+            return
         self.last_checkpoint = path
         self._event("checkpoint", f"saved {path.name} ({reason})", path=str(path), reason=reason)
 
@@ -256,6 +263,9 @@ class TrainingSession:
         self._event(verb, f"{verb} from update {self._updates_done}", update=self._updates_done)
 
     def _rollback(self) -> None:
+        if self._sync.distributed:  # only process 0 has the files; the processes would part ways
+            self._event("warning", "rollback is not available in a multi-process run")
+            return
         path = self._checkpoints.latest() if self._checkpoints is not None else None
         if path is None:
             self._event("warning", "no checkpoint to roll back to")
@@ -278,30 +288,38 @@ class TrainingSession:
         return any(not math.isfinite(row.get(name, 0.0)) for row in rows for name in _GUARDED)
 
     def _apply_commands(self) -> bool:
-        """Apply queued commands in order; block while paused. False means stop."""
+        """Apply queued commands in order; block while paused. False means stop. Also
+        takes the next chunk's size (in a multi-process run, process 0's)."""
         while True:
-            paused = self.state is SessionState.PAUSED
-            try:
-                command = self._commands.get(block=paused)
-            except queue.Empty:
+            boundary = self._sync.boundary(self._commands, self.state is SessionState.PAUSED, self._chunk_size)
+            self._chunk_size = boundary.chunk_size
+            for command in boundary.commands:
+                if not self._apply_command(command):
+                    return False
+            if not boundary.commands and self.state is not SessionState.PAUSED:
                 return True
-            if isinstance(command, Stop):
-                self._set_state(SessionState.STOPPING)
-                self._event("stopping", f"stop requested at update {self._updates_done}")
-                return False
-            if isinstance(command, Pause) and not paused:
-                self._set_state(SessionState.PAUSED)
-                self._event("paused", f"paused at update {self._updates_done}")
-            elif isinstance(command, Resume) and paused:
-                self.nonfinite = False
-                self._set_state(SessionState.RUNNING)
-                self._event("resumed", f"resumed at update {self._updates_done}")
-            elif isinstance(command, SetHParams):
-                self._apply_hparams(dict(command.changes))
-            elif isinstance(command, SaveCheckpoint):
-                self._save("requested")
-            elif isinstance(command, Rollback):
-                self._rollback()
+
+    def _apply_command(self, command: Command) -> bool:
+        """False means stop."""
+        paused = self.state is SessionState.PAUSED
+        if isinstance(command, Stop):
+            self._set_state(SessionState.STOPPING)
+            self._event("stopping", f"stop requested at update {self._updates_done}")
+            return False
+        if isinstance(command, Pause) and not paused:
+            self._set_state(SessionState.PAUSED)
+            self._event("paused", f"paused at update {self._updates_done}")
+        elif isinstance(command, Resume) and paused:
+            self.nonfinite = False
+            self._set_state(SessionState.RUNNING)
+            self._event("resumed", f"resumed at update {self._updates_done}")
+        elif isinstance(command, SetHParams):
+            self._apply_hparams(dict(command.changes))
+        elif isinstance(command, SaveCheckpoint):
+            self._save("requested")
+        elif isinstance(command, Rollback):
+            self._rollback()
+        return True
 
     def _apply_hparams(self, changes: dict[str, object]) -> None:
         try:
