@@ -35,11 +35,12 @@ def measurer(static, env_steps: float):
     total_steps = updates * static.steps_per_update * static.num_seeds
     hp = DynamicHParams.create(anneal_updates=updates)
     parallel = data_parallel.build(static, jax.local_devices()[:1])
-    parallel.compile(parallel.init(parallel.seed_keys(0), hp), hp)
+    # Wait for each init before anything else runs: two programs executing at once on a
+    # 2-core CPU client have been seen to deadlock (both waiting on the shared thread pool).
+    parallel.compile(jax.block_until_ready(parallel.init(parallel.seed_keys(0), hp)), hp)
 
     def measure() -> float:
-        state = parallel.init(parallel.seed_keys(0), hp)
-        jax.block_until_ready(state)
+        state = jax.block_until_ready(parallel.init(parallel.seed_keys(0), hp))
         start, done = time.perf_counter(), 0
         while done < updates:
             count = min(static.max_chunk_updates, updates - done)
