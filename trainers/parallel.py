@@ -45,10 +45,12 @@ class DataParallel:
         self.num_seeds = trainer.static.num_seeds
         init, run_chunk = trainer.init, trainer.run_chunk
         if self.num_seeds > 1:
-            init = jax.vmap(init, in_axes=(0, None))
             run_chunk = jax.vmap(run_chunk, in_axes=(0, None, None))
         self._init = jax.pmap(
             lambda _, key, hp: init(key, hp), axis_name=AXIS, in_axes=(0, None, None), devices=self.devices
+        )
+        self._stack_seeds = jax.pmap(
+            lambda agents: jax.tree.map(lambda *xs: jax.numpy.stack(xs), *agents), axis_name=AXIS, devices=self.devices
         )
         self._run_chunk = jax.pmap(
             run_chunk, axis_name=AXIS, in_axes=(0, None, None), donate_argnums=(0,), devices=self.devices
@@ -68,8 +70,14 @@ class DataParallel:
         return jax.numpy.stack([jax.random.PRNGKey(seed + i) for i in range(self.num_seeds)])
 
     def init(self, key: jax.Array, hp: DynamicHParams) -> TrainState:
-        """`key` comes from `seed_keys`."""
-        return self._init(self._device_index, key, hp)
+        """`key` comes from `seed_keys`. Several seeds are initialised one at a time by
+        the single-agent program, then stacked on the devices: a vmapped init (the
+        orthogonal initialisers run batched QR decompositions) has been seen to stall the
+        2-core CPU client, and init runs once, so the loop costs nothing."""
+        if self.num_seeds == 1:
+            return self._init(self._device_index, key, hp)
+        agents = [jax.block_until_ready(self._init(self._device_index, k, hp)) for k in key]
+        return self._stack_seeds(agents)
 
     def run_chunk(self, state: TrainState, hp: DynamicHParams, num_updates: int) -> tuple[TrainState, ChunkMetrics]:
         """Returns the new (device-resident) state and the metrics as host arrays: leaves of
