@@ -4,7 +4,7 @@ program (`num_seeds`), and the return each seed ends at.
     python benchmarks/returns.py                      # every env with a preset, 3 seeds
     python benchmarks/returns.py Acrobot-v1 --seeds 5 --set total_timesteps=1e6
 
-"Eval" is the final policy's mean return over 32 greedy episodes (as `rltui eval` runs it;
+"Eval" is the final policy's mean return over 32 greedy episodes (`--episodes`) (as `rltui eval` runs it;
 how the reference returns are measured); "train" is the mean episode return over the last
 10 updates of training, as the dashboard and metrics.jsonl show it (sampled actions). Wall
 time is for all seeds together, compile included. Not part of the test suite.
@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def train(config) -> tuple[list[float], list[float], float]:
+def train(config, episodes: int = 32) -> tuple[list[float], list[float], float]:
     """Each seed's greedy eval return and final training return, and wall seconds."""
     import jax
     import numpy as np
@@ -40,24 +40,24 @@ def train(config) -> tuple[list[float], list[float], float]:
     per_seed = np.concatenate(returns, axis=1)
     final = [float(np.nanmean(seed[-10:])) for seed in per_seed]
     seconds = time.perf_counter() - start
-    return evaluate_seeds(parallel, state, config), final, seconds
+    return evaluate_seeds(parallel, state, config, episodes), final, seconds
 
 
-def evaluate_seeds(parallel, state, config) -> list[float]:
+def evaluate_seeds(parallel, state, config, episodes: int = 32) -> list[float]:
     import jax
     import numpy as np
 
     from trainers.evaluate import evaluate
 
     trainer = parallel.trainer
-    params = jax.tree.map(lambda x: x[0], state.params)  # device 0; (seeds, ...) when seeded
+    acting = jax.tree.map(lambda x: x[0], (state.params, state.obs_stats))  # device 0; (seeds, ...) when seeded
     run = jax.jit(jax.vmap(
-        lambda p: evaluate(p, jax.random.PRNGKey(1), spec=trainer.spec, step_fn=trainer.policy_step,
-                           initial_hidden=trainer.initial_hidden(32), episodes=32),
+        lambda p: evaluate(p, jax.random.PRNGKey(1), spec=trainer.spec, step_fn=trainer.act_step,
+                           initial_hidden=trainer.initial_hidden(episodes), episodes=episodes),
     ))
     if config.num_seeds == 1:
-        params = jax.tree.map(lambda x: x[None], params)
-    return [float(r) for r in np.asarray(run(params)).mean(axis=1)]
+        acting = jax.tree.map(lambda x: x[None], acting)
+    return [float(r) for r in np.asarray(run(acting)).mean(axis=1)]
 
 
 def main(argv=None) -> None:
@@ -65,6 +65,7 @@ def main(argv=None) -> None:
     parser.add_argument("envs", nargs="*", help="envs to run (default: every env with a ppo preset)")
     parser.add_argument("--algo", default="ppo")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--episodes", type=int, default=32, help="greedy evaluation episodes per seed (default 32)")
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
     args = parser.parse_args(argv)
 
@@ -77,7 +78,7 @@ def main(argv=None) -> None:
     print("|---|---|---|---|---|---|---|")
     for env in envs:
         config = build_config({}, {"env": env, "algo": args.algo, "num_seeds": args.seeds, **overrides})
-        evals, final, seconds = train(config)
+        evals, final, seconds = train(config, args.episodes)
         result = presets.result(args.algo, env)
         reference = f"{result.reference:g}" if result else "-"
         steps = config.total_updates * config.steps_per_update

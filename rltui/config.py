@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from trainers.envs import SUPPORTED_ENVS
+from trainers.envs import MINATAR, SUPPORTED_ENVS
 from trainers.hparams import (
     ACTIVATIONS,
     ALGOS,
+    LOG_STD_MODES,
     NETWORKS,
     PRECISIONS,
     DynamicHParams,
@@ -36,6 +37,7 @@ class ConfigError(ValueError):
 
 
 _STATIC = StaticConfig()
+IMAGE_ENVS = MINATAR  # (10, 10, channels) observations
 _HPARAMS = DynamicHParams().as_floats()
 
 
@@ -57,6 +59,12 @@ class RunConfig:
     precision: str = _STATIC.precision
     num_seeds: int = _STATIC.num_seeds
     network: str = _STATIC.network
+    log_std: str = _STATIC.log_std
+    log_std_init: float = _STATIC.log_std_init
+    noise_hold: int = _STATIC.noise_hold
+    normalize_obs: bool = _STATIC.normalize_obs
+    normalize_rewards: bool = _STATIC.normalize_rewards
+    reward_scale: float = _HPARAMS["reward_scale"]
     lr: float = _HPARAMS["lr"]
     anneal_lr: bool = _HPARAMS["anneal_lr"] > 0
     gamma: float = _HPARAMS["gamma"]
@@ -94,6 +102,11 @@ class RunConfig:
             precision=self.precision,
             num_seeds=self.num_seeds,
             network=self.network,
+            log_std=self.log_std,
+            log_std_init=self.log_std_init,
+            noise_hold=self.noise_hold,
+            normalize_obs=self.normalize_obs,
+            normalize_rewards=self.normalize_rewards,
         )
 
     def dynamic_hparams(self) -> DynamicHParams:
@@ -107,6 +120,7 @@ class RunConfig:
             max_grad_norm=self.max_grad_norm,
             baseline=1.0 if self.baseline else 0.0,
             normalize_returns=1.0 if self.normalize_returns else 0.0,
+            reward_scale=self.reward_scale,
             anneal_lr=1.0 if self.anneal_lr else 0.0,
             anneal_updates=float(self.total_updates),
         )
@@ -137,7 +151,17 @@ KEYS: dict[str, KeyInfo] = {
     "activation": KeyInfo("hidden activation: " + ", ".join(ACTIVATIONS)),
     "precision": KeyInfo("network arithmetic: fp32, or bf16 (bfloat16 matmuls; float32 params, optimizer and losses)"),
     "num_seeds": KeyInfo("independent agents trained at once (seed, seed+1, ...), vmapped in one program"),
-    "network": KeyInfo("policy network: mlp, or gru (recurrent, see Recurrent policies)"),
+    "network": KeyInfo("policy network: mlp, gru (recurrent, see Recurrent policies), or cnn (a 3x3 convolution "
+                       "before the MLP, for MinAtar's image observations)"),
+    "log_std": KeyInfo("continuous actions: param (a learned std per action dimension) or state (the policy "
+                       "outputs a std for each state)"),
+    "log_std_init": KeyInfo("continuous actions: initial log standard deviation of the policy, in [-5, 2]"),
+    "noise_hold": KeyInfo("keep each env's exploration noise for N steps of a rollout (temporally correlated "
+                          "exploration); 1 = fresh noise every step"),
+    "normalize_obs": KeyInfo("standardise observations by their running mean and std (kept in checkpoints)"),
+    "normalize_rewards": KeyInfo("divide rewards by the running std of the discounted return (kept in checkpoints)"),
+    "reward_scale": KeyInfo("multiply rewards by this for learning (after normalize_rewards); reported returns "
+                            "stay unscaled", dynamic=True),
     "lr": KeyInfo("Adam learning rate (start value when annealed)", dynamic=True),
     "anneal_lr": KeyInfo("decay the learning rate linearly to 0 over the run"),
     "gamma": KeyInfo("discount factor", dynamic=True),
@@ -158,7 +182,7 @@ KEYS: dict[str, KeyInfo] = {
 # Keys a resumed run may change: nothing that alters shapes, the program or the RNG stream.
 RESUMABLE_KEYS = frozenset(
     {"lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm", "baseline",
-     "normalize_returns", "anneal_lr",
+     "normalize_returns", "reward_scale", "anneal_lr",
      "total_timesteps", "devices", "chunk_seconds", "checkpoint_every_updates", "checkpoint_minutes",
      "keep_checkpoints"}
 )
@@ -172,6 +196,7 @@ _INT_RANGES = {
     "num_minibatches": (1, None),
     "update_epochs": (1, None),
     "num_seeds": (1, None),
+    "noise_hold": (1, None),
     "devices": (0, None),
     "checkpoint_every_updates": (0, None),
     "keep_checkpoints": (1, None),
@@ -224,6 +249,8 @@ def _coerce(key: str, value: Any) -> Any:
             raise _expect(key, "a number of seconds in [0.01, 60]", value)
         elif key == "checkpoint_minutes" and not (math.isfinite(value) and value >= 0):
             raise _expect(key, "a number of minutes >= 0", value)
+        elif key == "log_std_init" and not (-5 <= value <= 2):
+            raise _expect(key, "a number in [-5, 2]", value)
         return value
     if not isinstance(value, str):
         raise _expect(key, "a string", value)
@@ -237,6 +264,8 @@ def _coerce(key: str, value: Any) -> Any:
         raise _expect(key, "one of " + ", ".join(PRECISIONS), value)
     if key == "network" and value not in NETWORKS:
         raise _expect(key, "one of " + ", ".join(NETWORKS), value)
+    if key == "log_std" and value not in LOG_STD_MODES:
+        raise _expect(key, "one of " + ", ".join(LOG_STD_MODES), value)
     return value
 
 
@@ -302,6 +331,10 @@ def build_config(
         tuned = {key: _coerce(key, value) for key, value in presets.preset(algo, merged.get("env", RunConfig.env)).items()}
         algo_defaults = {**algo_defaults, **tuned}
     config = RunConfig(**{**algo_defaults, **merged})
+    if config.network == "cnn" and config.env not in IMAGE_ENVS:
+        raise ConfigError(
+            f"network: cnn needs image observations (the MinAtar envs); {config.env} has flat observations"
+        )
     if config.network == "gru" and config.algo == "ppo":
         # Recurrent minibatches hold whole env sequences (the GRU is replayed over time).
         if config.num_envs % config.num_minibatches:

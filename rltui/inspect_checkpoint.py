@@ -69,22 +69,22 @@ def cmd_eval(args) -> int:
 
     from trainers import checkpoint
     from trainers.evaluate import evaluate
-    from trainers.parallel import DataParallel
-    from trainers.algos import make_trainer
+    from trainers.parallel import build
 
-    trainer = make_trainer(config.static_config(), num_devices=1)
-    parallel = DataParallel(trainer, jax.local_devices()[:1])
+    parallel = build(config.static_config(), jax.local_devices()[:1])
+    trainer = parallel.trainer
     template = checkpoint.to_portable(parallel.init(parallel.seed_keys(0), config.dynamic_hparams()))
     try:
         restored, _ = checkpoint.decode(data, template)
     except CheckpointError as err:
         return _fail(str(err))
-    run = jax.jit(lambda params, key: evaluate(params, key, spec=trainer.spec, step_fn=trainer.policy_step,
+    # The policy acts on raw observations, normalised by the checkpoint's statistics if any.
+    run = jax.jit(lambda acting, key: evaluate(acting, key, spec=trainer.spec, step_fn=trainer.act_step,
                                                initial_hidden=trainer.initial_hidden(args.episodes),
                                                episodes=args.episodes, greedy=not args.sample))
     if config.num_seeds > 1:  # every agent of a many-seeds run, on the same episodes
         run = jax.vmap(run, in_axes=(0, None))
-    returns = np.asarray(run(restored.params, jax.random.PRNGKey(args.seed)))
+    returns = np.asarray(run((restored.params, restored.obs_stats), jax.random.PRNGKey(args.seed)))
     mode = "sampled" if args.sample else "greedy"
     print(f"{config.env}, update {metadata.get('update')}, {args.episodes} episodes ({mode}):")
     if config.num_seeds > 1:

@@ -47,12 +47,14 @@ def fd_check(loss_fn, params, rtol=1e-5):
     return grad
 
 
-@pytest.fixture(params=[True, False], ids=["categorical", "gaussian"])
+@pytest.fixture(
+    params=[(True, "param"), (False, "param"), (False, "state")], ids=["categorical", "gaussian", "gaussian-state-std"]
+)
 def setup(request):
-    discrete = request.param
+    discrete, log_std = request.param
     with jax.enable_x64(True):
         spec = EnvSpec("fake", None, None, (3,), discrete, 2)
-        static = StaticConfig(hidden_sizes=(4,))
+        static = StaticConfig(hidden_sizes=(4,), log_std=log_std)
         ppo, reinforce = PPO(static=static, spec=spec), REINFORCE(static=static, spec=spec)
         # A generic point, not the init: its policy head (scale 0.01) gives near-uniform
         # logits, where the entropy's gradient vanishes.

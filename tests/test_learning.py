@@ -1,10 +1,13 @@
 """PPO actually learns: small fixed budgets and seeds."""
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
 
 from helpers import train_returns, train_run
+from rltui.config import build_config
 from trainers.evaluate import evaluate
 from trainers.hparams import DynamicHParams, StaticConfig
 
@@ -30,12 +33,15 @@ def test_cartpole_learns_with_bf16_matmuls():
     assert np.nanmean(returns[-10:]) >= 400
 
 
-def test_pendulum_improves_by_200_within_200k_steps():
-    # Measured here: -1125 -> -806 (seed 0) and -1192 -> -738 (seed 1) over 200k steps.
-    static = StaticConfig(env_id="Pendulum-v1", num_envs=8, num_steps=64, num_minibatches=4,
-                          update_epochs=10, max_chunk_updates=256)
-    returns = train(static, 200_000, seed=0, lr=1e-3, gamma=0.95, ent_coef=0.0)
-    assert np.nanmean(returns[-10:]) >= np.nanmean(returns[:10]) + 200
+def test_pendulum_preset_swings_up_within_200k_steps():
+    # The Pendulum-v1 preset (observation and reward normalisation, a per-state std) on a
+    # fifth of its budget. Measured here, mean return of the first 20 updates -> the last 10:
+    # -1214 -> -241 (seed 0), -139 (seed 1), -1266 -> -214 (seed 2).
+    config = build_config({}, {"env": "Pendulum-v1", "total_timesteps": 200_000})
+    static = dataclasses.replace(config.static_config(), max_chunk_updates=256)
+    returns = train_returns(static, config.total_updates, 0, config.dynamic_hparams())
+    assert np.nanmean(returns[:20]) < -900  # starts near random (the first episode ends at update 13)
+    assert np.nanmean(returns[-10:]) >= -400
 
 
 # CartPole-v1-pomdp hides the velocities: the observation is cart position and pole angle.

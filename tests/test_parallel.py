@@ -19,7 +19,8 @@ SCRIPT = textwrap.dedent(
     from trainers.hparams import StaticConfig
 
     static = StaticConfig(env_id="CartPole-v1", num_envs=4, num_steps=16, num_minibatches=2,
-                          update_epochs=2, hidden_sizes=(16,), max_chunk_updates=8, network=sys.argv[2])
+                          update_epochs=2, hidden_sizes=(16,), max_chunk_updates=8, network=sys.argv[2],
+                          normalize_obs=sys.argv[3] == "normalized", normalize_rewards=sys.argv[3] == "normalized")
     devices = jax.local_devices()
     two, state2, hp = build(static, seed=1, devices=devices[:2])
     one, state1, _ = build(static, seed=1, devices=devices[:1])
@@ -34,6 +35,15 @@ SCRIPT = textwrap.dedent(
         "param_change": max(float(np.max(np.abs(x[0]))) for x in p2),
         "loss_two": host_metrics(m2)["policy_loss"].tolist(),
         "loss_one": host_metrics(m1)["policy_loss"].tolist(),
+        # normalisation statistics merged over both devices' envs: equal to one device's
+        "stats_max_abs_diff": (
+            0.0 if state1.obs_stats is None
+            else max(float(np.max(np.abs(np.asarray(a)[0] - np.asarray(b)[0]))) for a, b in
+                     zip(jax.tree.leaves((state2.obs_stats, state2.return_stats)),
+                         jax.tree.leaves((state1.obs_stats, state1.return_stats))))
+        ),
+        "stats_replicas_identical": all(np.array_equal(np.asarray(x)[0], np.asarray(x)[1])
+                                        for x in jax.tree.leaves((state2.obs_stats, state2.return_stats))),
         "hidden_max_abs_diff": (
             0.0 if state1.hidden is None
             else float(np.max(np.abs(np.asarray(state2.hidden).reshape(4, -1) - np.asarray(state1.hidden)[0])))
@@ -50,7 +60,9 @@ SCRIPT = textwrap.dedent(
     state2, m2 = two.run_chunk(state2, hp, 3)
     state1, m1 = one.run_chunk(state1, hp, 3)
     port2, port1 = checkpoint.to_portable(state2), checkpoint.to_portable(state1)
-    diffs = [float(np.max(np.abs(np.asarray(a, float) - np.asarray(b, float)))) for a, b in zip(jax.tree.leaves(port2), jax.tree.leaves(port1))]
+    # relative above 1: normalisation counts (~200) differ by an ulp between the two summations
+    diffs = [float(np.max(np.abs(np.asarray(a, float) - np.asarray(b, float)) / np.maximum(1.0, np.abs(np.asarray(b, float)))))
+             for a, b in zip(jax.tree.leaves(port2), jax.tree.leaves(port1))]
     out["seeds_metrics_shape"] = list(m2.per_update.policy_loss.shape)
     out["seeds_replicas_identical"] = all(np.array_equal(x[0], x[1]) for x in jax.tree.leaves(jax.device_get(state2.params)))
     out["seeds_max_abs_diff_vs_one_device"] = max(diffs)
@@ -62,14 +74,15 @@ SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("network", ["mlp", "gru"])
-def test_two_devices_keep_identical_params_equal_to_one_device(network):
+@pytest.mark.parametrize("network,inputs", [("mlp", "normalized"), ("gru", "raw")])
+def test_two_devices_keep_identical_params_equal_to_one_device(network, inputs):
     # gru: each device carries the hidden states of its own envs, and minibatches of whole
-    # env sequences are the same sets of envs on two devices as on one.
+    # env sequences are the same sets of envs on two devices as on one. mlp runs with
+    # observation and reward normalisation: their statistics are merged over devices.
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
     tests_dir = str(Path(__file__).parent)
     proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT, tests_dir, network], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", SCRIPT, tests_dir, network, inputs], env=env, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))
@@ -86,3 +99,5 @@ def test_two_devices_keep_identical_params_equal_to_one_device(network):
     assert result["seeds_obs_shape"] == [3, 4, 4]  # (seeds, all envs, obs)
     assert result["seeds_differ"]
     assert result["hidden_max_abs_diff"] < 1e-5
+    assert result["stats_replicas_identical"]
+    assert result["stats_max_abs_diff"] < 1e-4

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from trainers import networks, recurrent
+from trainers import networks, normalize, recurrent
 from trainers.envs import EnvSpec
 from trainers.hparams import DynamicHParams, StaticConfig
 from trainers.rollout import reset_envs, rollout
@@ -70,13 +70,19 @@ def check_devices(static: StaticConfig, num_devices: int) -> None:
 
 @struct.dataclass
 class Collected:
-    """A rollout and the state to continue from."""
+    """A rollout and the state to continue from. `traj` holds what the learner sees: the
+    observations as the policy saw them (normalised, when on) and the rewards after
+    normalisation and `reward_scale`; its episode returns are the env's own."""
 
     env_state: Any
     obs: jax.Array
     hidden: Any  # recurrent: (env, H) after the last step's reset; None for the MLP
     traj: Transition
     step_hidden: Any  # recurrent: (time, env, H) from each step's policy call; None for the MLP
+    # Normalisation statistics updated with this rollout (None when off); see TrainState.
+    obs_stats: Any = None
+    return_stats: Any = None
+    discounted_return: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,14 +100,19 @@ class OnPolicyTrainer:
 
     @property
     def network(self) -> networks.ActorCritic | networks.RecurrentActorCritic:
-        module = networks.RecurrentActorCritic if self.recurrent else networks.ActorCritic
-        return module(
+        common = dict(
             num_actions=self.spec.num_actions,
             discrete=self.spec.discrete,
             hidden_sizes=tuple(self.static.hidden_sizes),
             activation=self.static.activation,
             dtype=jnp.bfloat16 if self.static.precision == "bf16" else None,
+            log_std_mode=self.static.log_std,
+            log_std_init=self.static.log_std_init,
         )
+        if self.recurrent:
+            return networks.RecurrentActorCritic(**common)
+        image_shape = self.spec.obs_shape if self.static.network == "cnn" else None
+        return networks.ActorCritic(image_shape=image_shape, **common)
 
     @property
     def envs_per_device(self) -> int:
@@ -132,19 +143,59 @@ class OnPolicyTrainer:
             return None
         return jnp.zeros((num_envs, self.network.hidden_size), jnp.float32)
 
-    def collect(self, state: TrainState, key: jax.Array) -> Collected:
-        """One rollout of `num_steps` in this device's envs, from `state`."""
-        common = dict(num_global_envs=self.static.num_envs, spec=self.spec, num_steps=self.static.num_steps)
+    def act_step(self, acting, hidden, obs):
+        """`policy_step` from raw observations, for acting outside training (evaluation):
+        `acting` is `(params, obs_stats)` of a state (obs_stats None when not normalising)."""
+        params, obs_stats = acting
+        return self.policy_step(params, hidden, normalize.normalize_obs(obs_stats, obs))
+
+    def collect(self, state: TrainState, key: jax.Array, hp: DynamicHParams) -> Collected:
+        """One rollout of `num_steps` in this device's envs, from `state`; then the
+        normalisation statistics are updated and the rewards shaped (see `Collected`)."""
+        common = dict(num_global_envs=self.static.num_envs, spec=self.spec, num_steps=self.static.num_steps,
+                      noise_hold=self.static.noise_hold)
+        stats = state.obs_stats
         if not self.recurrent:
+            apply_fn = lambda params, obs: self.apply(params, normalize.normalize_obs(stats, obs))  # noqa: E731
             env_state, obs, _, traj = rollout(
-                state.params, state.env_state, state.obs, key, self._env_ids(), apply_fn=self.apply, **common
+                state.params, state.env_state, state.obs, key, self._env_ids(), apply_fn=apply_fn, **common
             )
-            return Collected(env_state, obs, None, traj, None)
-        env_state, obs, hidden, _, traj, step_hidden = recurrent.recurrent_rollout(
-            state.params, state.env_state, state.obs, state.hidden, key, self._env_ids(),
-            step_fn=self.policy_step, **common,
+            hidden, step_hidden = None, None
+        else:
+            step_fn = lambda params, h, obs: self.policy_step(params, h, normalize.normalize_obs(stats, obs))  # noqa: E731
+            env_state, obs, hidden, _, traj, step_hidden = recurrent.recurrent_rollout(
+                state.params, state.env_state, state.obs, state.hidden, key, self._env_ids(),
+                step_fn=step_fn, **common,
+            )
+        collected = Collected(env_state, obs, hidden, traj, step_hidden)
+        if stats is not None:
+            # The learner sees what the policy saw; the new statistics apply from the next rollout.
+            traj = traj.replace(obs=normalize.normalize_obs(stats, traj.obs),
+                                final_obs=normalize.normalize_obs(stats, traj.final_obs))
+            collected = collected.replace(obs_stats=normalize.update_stats(stats, collected.traj.obs, AXIS))
+        reward = traj.reward
+        if state.return_stats is not None:
+            done = jnp.logical_or(traj.terminated, traj.truncated)
+            return_stats, discounted_return, reward = normalize.normalize_rewards(
+                state.return_stats, state.discounted_return, reward, done, hp.gamma, AXIS
+            )
+            collected = collected.replace(return_stats=return_stats, discounted_return=discounted_return)
+        return collected.replace(traj=traj.replace(reward=reward * hp.reward_scale))
+
+    def next_state(self, state: TrainState, collected: Collected, params, opt_state, key) -> TrainState:
+        """The state after one update: new params, the rollout's env state and statistics."""
+        return state.replace(
+            params=params,
+            opt_state=opt_state,
+            env_state=collected.env_state,
+            obs=collected.obs,
+            key=key,
+            update_idx=state.update_idx + 1,
+            hidden=collected.hidden,
+            obs_stats=collected.obs_stats,
+            return_stats=collected.return_stats,
+            discounted_return=collected.discounted_return,
         )
-        return Collected(env_state, obs, hidden, traj, step_hidden)
 
     def sequence_outputs(self, params, obs, done, start_hidden):
         """Policy outputs over stored (time, env) steps. The MLP maps each step on its own;
@@ -184,6 +235,9 @@ class OnPolicyTrainer:
             key=key,
             update_idx=jnp.zeros((), jnp.int32),
             hidden=self.initial_hidden(self.envs_per_device),
+            obs_stats=normalize.initial_stats((self.spec.obs_size,)) if self.static.normalize_obs else None,
+            return_stats=normalize.initial_stats(()) if self.static.normalize_rewards else None,
+            discounted_return=jnp.zeros((self.envs_per_device,), jnp.float32) if self.static.normalize_rewards else None,
         )
 
     # --- one gradient step ------------------------------------------------------------------

@@ -33,7 +33,7 @@ class CheckpointError(ValueError):
 
 
 # Fields identical on every device (stored once); every other field has an env axis.
-_REPLICATED = ("params", "opt_state", "key", "update_idx")
+_REPLICATED = ("params", "opt_state", "key", "update_idx", "obs_stats", "return_stats")
 
 
 def _is_seeded(update_idx) -> bool:
@@ -138,9 +138,10 @@ def decode(data: bytes, template: TrainState) -> tuple[TrainState, dict[str, Any
     metadata = verify(data)
     try:
         state_dict = serialization.msgpack_restore(outer["state"])
-        # Written before recurrent networks existed: a feed-forward state, no hidden field.
+        # Written before recurrent networks or normalisation existed: those fields are off.
         if isinstance(state_dict, dict):
-            state_dict.setdefault("hidden", None)
+            for field in ("hidden", "obs_stats", "return_stats", "discounted_return"):
+                state_dict.setdefault(field, None)
         restored = serialization.from_state_dict(template, state_dict)
     except Exception as err:
         raise CheckpointError(f"checkpoint does not fit this trainer: {err}") from None

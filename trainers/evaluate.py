@@ -22,14 +22,13 @@ def _eval_step(carry, key, *, params, spec: EnvSpec, step_fn: StepFn, greedy: bo
     act_key, step_key = jax.random.split(key)
     # Per env: params shared, each env's hidden state its own. Each env runs one episode
     # (steps after it ends are not counted), so the hidden state is never reset here.
-    hidden, (policy_out, log_std, _) = jax.vmap(step_fn, in_axes=(None, 0, 0), out_axes=(0, (0, None, 0)))(
-        params, hidden, obs
-    )
+    # log_std comes out per env: broadcast when the std does not depend on the state.
+    hidden, (policy_out, log_std, _) = jax.vmap(step_fn, in_axes=(None, 0, 0))(params, hidden, obs)
     if greedy:
         action = networks.greedy_action(policy_out, spec.discrete)
     else:
         keys = jax.random.split(act_key, obs.shape[0])
-        action = jax.vmap(networks.sample_action, in_axes=(0, 0, None, None))(keys, policy_out, log_std, spec.discrete)
+        action = jax.vmap(networks.sample_action, in_axes=(0, 0, 0, None))(keys, policy_out, log_std, spec.discrete)
     step = jax.vmap(spec.env.step, in_axes=(0, 0, 0, None))
     obs, env_state, reward, terminated, truncated, _ = step(
         jax.random.split(step_key, obs.shape[0]), env_state, env_action(spec, action), spec.params

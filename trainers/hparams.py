@@ -14,7 +14,8 @@ import numpy as np
 ACTIVATIONS = ("tanh", "relu")
 ALGOS = ("ppo", "reinforce")
 PRECISIONS = ("fp32", "bf16")
-NETWORKS = ("mlp", "gru")
+NETWORKS = ("mlp", "gru", "cnn")
+LOG_STD_MODES = ("param", "state")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,8 +35,19 @@ class StaticConfig:
     # Independent agents trained at once, vmapped over a seed axis inside the device map.
     num_seeds: int = 1
     # "mlp": feed-forward actor-critic. "gru": a GRU core whose hidden state is carried per
-    # environment through rollouts and updates (trainers/recurrent.py).
+    # environment through rollouts and updates (trainers/recurrent.py). "cnn": a convolution
+    # over image observations (MinAtar's 10x10xC), then the MLP towers.
     network: str = "mlp"
+    # Continuous actions: "param", a learned log standard deviation per action dimension
+    # (state-independent); "state", a standard deviation the policy head outputs per state.
+    log_std: str = "param"
+    log_std_init: float = 0.0  # the initial log standard deviation
+    # Keep each env's exploration noise for this many steps (1: fresh noise every step).
+    noise_hold: int = 1
+    # Running mean/std normalisation of observations, and of rewards by the running standard
+    # deviation of the discounted return; the statistics are part of the training state.
+    normalize_obs: bool = False
+    normalize_rewards: bool = False
     # Capacity of the per-chunk metrics buffer. The number of updates a chunk runs is a
     # traced argument up to this bound, so the session can size chunks without recompiling.
     max_chunk_updates: int = 512
@@ -70,6 +82,9 @@ class DynamicHParams(NamedTuple):
     # returns (advantages, with the baseline) over the batch. Ignored by PPO.
     baseline: np.float32 = np.float32(1.0)
     normalize_returns: np.float32 = np.float32(1.0)
+    # Rewards are multiplied by this before the advantage and value targets are computed
+    # (after `normalize_rewards`, when on); episode returns are reported unscaled.
+    reward_scale: np.float32 = np.float32(1.0)
 
     @classmethod
     def create(cls, **values: float) -> "DynamicHParams":
@@ -106,13 +121,14 @@ _HPARAM_RULES = {
     "anneal_updates": (lambda v: v >= 1, "a number >= 1"),
     "baseline": (lambda v: v in (0, 1), "0 or 1"),
     "normalize_returns": (lambda v: v in (0, 1), "0 or 1"),
+    "reward_scale": (lambda v: v > 0, "a number > 0"),
 }
 
-EDITABLE_HPARAMS = ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm")
+EDITABLE_HPARAMS = ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm", "reward_scale")
 # The live-editable hyperparameters each algorithm reads, in display order.
 ALGO_HPARAMS = {
     "ppo": EDITABLE_HPARAMS,
-    "reinforce": ("lr", "gamma", "ent_coef", "vf_coef", "max_grad_norm", "baseline", "normalize_returns"),
+    "reinforce": ("lr", "gamma", "ent_coef", "vf_coef", "max_grad_norm", "baseline", "normalize_returns", "reward_scale"),
 }
 # Everything `with_updates` accepts, whatever the algorithm.
 LIVE_HPARAMS = tuple(dict.fromkeys(name for names in ALGO_HPARAMS.values() for name in names))

@@ -113,7 +113,7 @@ class PPO(OnPolicyTrainer):
 
     def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
         key, rollout_key, epoch_key = jax.random.split(state.key, 3)
-        collected = self.collect(state, rollout_key)
+        collected = self.collect(state, rollout_key, hp)
         traj = collected.traj
         # The value of the observation each step reached (before auto-reset): V(obs[t+1])
         # while an episode runs, and the truncation bootstrap where it was cut by a time limit.
@@ -144,10 +144,7 @@ class PPO(OnPolicyTrainer):
             grad_norm=jnp.mean(info.grad_norm),
             lr=lr,
         )
-        new_state = TrainState(
-            params, opt_state, collected.env_state, collected.obs, key, state.update_idx + 1, collected.hidden
-        )
-        return new_state, metrics
+        return self.next_state(state, collected, params, opt_state, key), metrics
 
 
 def make_trainer(static: StaticConfig, num_devices: int = 1) -> PPO:

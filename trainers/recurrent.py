@@ -33,8 +33,9 @@ from trainers.rollout import act_and_step, rollout_randomness
 Outputs = tuple[jax.Array, jax.Array, jax.Array]  # (policy_out, log_std, value)
 StepFn = Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, Outputs]]
 
-# vmap over envs: hidden and obs split per env; log_std depends on the params only.
-_ENV_AXES = dict(in_axes=(None, 0, 0), out_axes=(0, (0, None, 0)))
+# vmap over envs: hidden and obs split per env; every output per env (a state-independent
+# log_std is broadcast).
+_ENV_AXES = dict(in_axes=(None, 0, 0))
 
 
 def reset_where_done(hidden: jax.Array, done: jax.Array) -> jax.Array:
@@ -53,13 +54,13 @@ def _rollout_step(carry, xs, *, params, spec: EnvSpec, step_fn: StepFn):
 
 def recurrent_rollout(
     params, env_state, obs, hidden, key, env_ids, *, num_global_envs: int, spec: EnvSpec, step_fn: StepFn,
-    num_steps: int,
+    num_steps: int, noise_hold: int = 1,
 ):
     """`rollout` with a hidden state per env. Returns (env_state, obs, hidden, key,
     Transition[time, env], step_hidden[time, env, H]) where `hidden` is the state to
     continue from (reset where the last step ended an episode) and `step_hidden[t]` the
     state each step's policy call produced (before any reset)."""
-    key, noise, step_keys = rollout_randomness(key, env_ids, num_global_envs, spec, num_steps)
+    key, noise, step_keys = rollout_randomness(key, env_ids, num_global_envs, spec, num_steps, noise_hold)
     step = functools.partial(_rollout_step, params=params, spec=spec, step_fn=step_fn)
     (env_state, obs, hidden), (traj, step_hidden) = jax.lax.scan(step, (env_state, obs, hidden), (noise, step_keys))
     return env_state, obs, hidden, key, traj, step_hidden
@@ -92,9 +93,7 @@ def bootstrap_values(step_fn: StepFn, params, step_hidden: jax.Array, final_obs:
     """V of each step's final observation (time, env), continuing that step's episode from
     the state its policy call produced. All steps at once: no recurrence between them."""
     per_env = jax.vmap(step_fn, **_ENV_AXES)
-    _, (_, _, value) = jax.vmap(per_env, in_axes=(None, 0, 0), out_axes=(0, (0, None, 0)))(
-        params, step_hidden, final_obs
-    )
+    _, (_, _, value) = jax.vmap(per_env, in_axes=(None, 0, 0))(params, step_hidden, final_obs)
     return value
 
 

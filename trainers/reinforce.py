@@ -95,7 +95,7 @@ class REINFORCE(OnPolicyTrainer):
 
     def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
         key, rollout_key = jax.random.split(state.key)
-        collected = self.collect(state, rollout_key)
+        collected = self.collect(state, rollout_key, hp)
         traj = collected.traj
         done = jnp.logical_or(traj.terminated, traj.truncated)
         valid = pg_losses.complete_episode_mask(done)
@@ -136,10 +136,7 @@ class REINFORCE(OnPolicyTrainer):
             grad_norm=grad_norm,
             lr=lr,
         )
-        new_state = TrainState(
-            params, opt_state, collected.env_state, collected.obs, key, state.update_idx + 1, collected.hidden
-        )
-        return new_state, metrics
+        return self.next_state(state, collected, params, opt_state, key), metrics
 
 
 def make_reinforce_trainer(static: StaticConfig, num_devices: int = 1) -> REINFORCE:

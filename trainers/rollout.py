@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from trainers import networks
 from trainers.envs import EnvSpec
@@ -71,25 +72,36 @@ def _rollout_step(carry, xs, *, params, spec: EnvSpec, apply_fn: ApplyFn):
     return (env_state, next_obs), transition
 
 
-def rollout_randomness(key: jax.Array, env_ids: jax.Array, num_global_envs: int, spec: EnvSpec, num_steps: int):
+def rollout_randomness(
+    key: jax.Array, env_ids: jax.Array, num_global_envs: int, spec: EnvSpec, num_steps: int, noise_hold: int = 1
+):
     """All keys of a rollout, drawn before the time scan in a few batched RNG calls instead
     of several per step (on CPU each RNG call is a small loop, and per-op overhead dominates
     at few envs). Each env's keys come from its global index, so results do not depend on
     how envs are split over devices. Returns (next key, policy noise, env step keys), the
-    last two shaped (time, env, ...)."""
+    last two shaped (time, env, ...).
+
+    `noise_hold` > 1 keeps each env's policy noise for that many steps (restarting with each
+    rollout): temporally correlated exploration, as SB3's `sde_sample_freq` does. Every
+    action is still a sample of the policy's distribution at its state, so log-probs and
+    the PPO ratio are unchanged; what changes is that a push persists long enough to build
+    momentum (MountainCarContinuous), where independent noise averages out."""
     step_keys = jax.random.split(key, num_steps + 1)
     key, step_keys = step_keys[0], step_keys[1:]
     keys = jax.vmap(lambda k: env_keys(k, env_ids, num_global_envs, per_env=2))(step_keys)  # (time, env, 2)
     noise = jax.vmap(jax.vmap(lambda k: _policy_noise(k, spec)))(keys[:, :, 0])
+    if noise_hold > 1:
+        noise = noise[(np.arange(num_steps) // noise_hold) * noise_hold]
     return key, noise, keys[:, :, 1]
 
 
 def rollout(
-    params, env_state, obs, key, env_ids, *, num_global_envs: int, spec: EnvSpec, apply_fn: ApplyFn, num_steps: int
+    params, env_state, obs, key, env_ids, *, num_global_envs: int, spec: EnvSpec, apply_fn: ApplyFn, num_steps: int,
+    noise_hold: int = 1,
 ):
     """Run `num_steps` steps in each env of `env_ids` (contiguous global indices).
     Returns (env_state, obs, key, Transition[time, env]); see `rollout_randomness`."""
-    key, noise, step_keys = rollout_randomness(key, env_ids, num_global_envs, spec, num_steps)
+    key, noise, step_keys = rollout_randomness(key, env_ids, num_global_envs, spec, num_steps, noise_hold)
     step = functools.partial(_rollout_step, params=params, spec=spec, apply_fn=apply_fn)
     (env_state, obs), traj = jax.lax.scan(step, (env_state, obs), (noise, step_keys))
     return env_state, obs, key, traj

@@ -37,6 +37,13 @@ class TrainState:
     # Recurrent networks: each env's hidden state (env, H), reset where an episode ended.
     # None (no leaves) for feed-forward networks.
     hidden: Any = None
+    # `normalize_obs`: running statistics of observations (normalize.RunningStats, the same
+    # on every device). None when off.
+    obs_stats: Any = None
+    # `normalize_rewards`: running statistics of discounted returns (same on every device)
+    # and each env's discounted return so far (env,). None when off.
+    return_stats: Any = None
+    discounted_return: Any = None
 
 
 @struct.dataclass
