@@ -82,7 +82,7 @@ def main(argv=None) -> None:
         result = presets.result(args.algo, env)
         reference = f"{result.reference:g}" if result else "-"
         steps = config.total_updates * config.steps_per_update
-        print(f"| {env} | {steps / 1e6:g}M | {seconds:.0f} s ({args.seeds} seeds) | {sum(evals) / len(evals):.1f} "
+        print(f"| {env} | {steps / 1e6:.1f}M | {seconds:.0f} s ({args.seeds} seeds) | {sum(evals) / len(evals):.1f} "
               f"| {min(evals):.1f} | {sum(final) / len(final):.1f} | {reference} |", flush=True)
         print(f"  per seed: eval {', '.join(f'{v:.1f}' for v in evals)}; train {', '.join(f'{v:.1f}' for v in final)}",
               file=sys.stderr, flush=True)

@@ -141,3 +141,19 @@ def test_old_checkpoints_without_normalisation_fields_still_load():
     restored, _ = checkpoint.decode(data, portable)
     assert restored.obs_stats is None
     np.testing.assert_array_equal(jax.tree.leaves(restored.params)[0], jax.tree.leaves(portable.params)[0])
+
+
+def test_headless_pendulum_preset_run_saves_statistics_that_eval_uses(tmp_path):
+    from test_cli import rltui
+
+    run_dir = tmp_path / "run"
+    tiny = ["--set", "num_envs=4", "--set", "num_steps=16", "--set", "total_timesteps=640",
+            "--set", "checkpoint_every_updates=5"]
+    proc = rltui(["launch", "--no-ui", "--set", "env=Pendulum-v1", "--run-dir", str(run_dir), *tiny], tmp_path,
+                 timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    config = (run_dir / "config.toml").read_text()
+    assert "normalize_obs = true" in config and 'log_std = "state"' in config  # the preset applied
+    evaluated = rltui(["eval", str(run_dir), "--episodes", "2"], tmp_path, timeout=180)
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    assert "mean" in evaluated.stdout
