@@ -200,7 +200,7 @@ def test_process_0_sends_heartbeats_while_paused_and_splits_long_batches():
     assert 0.04 < time.monotonic() - started < 5
     many = [SetHParams({"lr": float(i)}) for i in range(400)]  # more than one row holds
     batches = [leader.boundary(inbox(*many), paused=False, chunk_size=1).commands]
-    while len(batches) < 5 and batches[-1]:
+    while len(batches) < 10 and batches[-1]:
         batches.append(leader.boundary(inbox(), paused=False, chunk_size=1).commands)
     assert 0 < len(batches[0]) < 400 and [c for batch in batches for c in batch] == many
 

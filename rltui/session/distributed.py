@@ -28,14 +28,13 @@ from typing import Protocol
 
 import numpy as np
 
-from rltui.session.commands import Command, Pause, Resume, Rollback, SaveCheckpoint, SetHParams, Stop
+from rltui.session import protocol
+from rltui.session.commands import Command, Stop
 
 HEARTBEAT_SECONDS = 1.0
 ROW_BYTES = 4096  # one process's row: header, then its commands as JSON
 _HEADER = 3  # int32s: payload length, chunk size, flags
 _STOP_FLAG = 1
-_KINDS = {"pause": Pause, "resume": Resume, "save": SaveCheckpoint, "rollback": Rollback, "stop": Stop}
-_NAMES = {cls: name for name, cls in _KINDS.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,21 +82,9 @@ class LocalSync:
         return flag
 
 
-def encode_command(command: Command) -> list:
-    if isinstance(command, SetHParams):
-        # Values are validated when applied; anything JSON cannot carry arrives as text and is refused then.
-        return ["set", {name: value for name, value in command.changes.items()}]
-    return [_NAMES[type(command)]]
-
-
-def decode_command(item: list) -> Command:
-    if item[0] == "set":
-        return SetHParams(item[1])
-    return _KINDS[item[0]]()
-
-
 def encode_row(commands: list[Command], chunk_size: int, stop: bool) -> np.ndarray:
-    payload = json.dumps([encode_command(c) for c in commands], default=str).encode()
+    # The control protocol's command messages: one encoding of a command, wherever it travels.
+    payload = json.dumps([protocol.command_message(c) for c in commands]).encode()
     if len(payload) > ROW_BYTES - 4 * _HEADER:
         raise ValueError("commands do not fit in one row")
     row = np.zeros(ROW_BYTES, np.uint8)
@@ -111,7 +98,8 @@ def decode_row(row: np.ndarray) -> tuple[list[Command], int, bool]:
     row = np.ascontiguousarray(row, np.uint8)
     length, chunk_size, flags = (int(v) for v in row[: 4 * _HEADER].view("<i4"))
     payload = row[4 * _HEADER : 4 * _HEADER + length].tobytes()
-    return [decode_command(item) for item in json.loads(payload)], chunk_size, bool(flags & _STOP_FLAG)
+    commands = [protocol.command_from_message(item) for item in json.loads(payload)]
+    return commands, chunk_size, bool(flags & _STOP_FLAG)
 
 
 class ProcessSync:
