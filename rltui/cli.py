@@ -141,6 +141,7 @@ def cmd_envs(args: argparse.Namespace) -> int:
     from trainers.envs import SUPPORTED_ENVS, make_env
 
     print(f"{'env':<26} {'observation':<14} {'actions':<32} tuned preset (ppo)")
+    tuned = presets.presets("ppo")
     for env_id in SUPPORTED_ENVS:
         spec = make_env(env_id)
         shape = "x".join(str(d) for d in spec.obs_shape)
@@ -148,16 +149,22 @@ def cmd_envs(args: argparse.Namespace) -> int:
             actions = f"discrete ({spec.num_actions})"
         else:
             actions = f"continuous ({spec.num_actions}-dim, [{float(spec.action_low.min()):g}, {float(spec.action_high.max()):g}])"
-        print(f"{env_id:<26} {shape:<14} {actions:<32} {_preset_summary(presets.result('ppo', env_id))}")
+        print(f"{env_id:<26} {shape:<14} {actions:<32} {_preset_summary(env_id in tuned, presets.result('ppo', env_id))}")
     return 0
 
 
-def _preset_summary(result) -> str:
-    if result is None:
+def _preset_summary(has_preset: bool, result) -> str:
+    if not has_preset:
         return "-"
+    if result is None:
+        return "preset (not measured here)"
+    if result.min >= result.reference:
+        reached = "every seed reaches"
+    else:
+        reached = "the mean reaches" if result.mean >= result.reference else "short of"
     return (
-        f"return {result.mean:g} (worst of {result.seeds} seeds {result.min:g}; reference {result.reference:g})"
-        f" in {result.steps / 1e6:g}M steps"
+        f"return {result.mean:g}, worst of {result.seeds} seeds {result.min:g}, in {result.steps / 1e6:.1f}M steps"
+        f" ({reached} the reference {result.reference:g})"
     )
 
 

@@ -70,3 +70,16 @@ def _another(*avoid):
         if all(value != a for a in avoid):
             return value
     raise AssertionError("no candidate")
+
+
+def test_envs_listing_says_whether_each_preset_reaches_its_reference():
+    from rltui.cli import _preset_summary
+
+    reached = presets.PresetResult(reference=500.0, mean=500.0, min=500.0, seeds=3, steps=499_712, wall_seconds=48)
+    on_average = presets.PresetResult(reference=-80.0, mean=-75.5, min=-80.4, seeds=3, steps=999_424, wall_seconds=98)
+    short = presets.PresetResult(reference=-130.0, mean=-160.6, min=-162.2, seeds=3, steps=999_936, wall_seconds=38)
+    assert _preset_summary(True, reached).endswith("in 0.5M steps (every seed reaches the reference 500)")
+    assert "(the mean reaches the reference -80)" in _preset_summary(True, on_average)
+    assert "(short of the reference -130)" in _preset_summary(True, short)
+    assert _preset_summary(True, None) == "preset (not measured here)"
+    assert _preset_summary(False, None) == "-"
