@@ -4,10 +4,13 @@ round trips, bad input, permissions, disconnects, slow clients, stale and long p
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import stat
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -176,9 +179,11 @@ def test_a_live_run_s_socket_is_never_taken_over(tmp_path):
         client.close()
 
 
-def test_a_run_dir_too_long_for_a_socket_gets_a_pointer(tmp_path, monkeypatch):
-    runtime = tmp_path / "rt"
-    runtime.mkdir(mode=0o700)
+def test_a_run_dir_too_long_for_a_socket_gets_a_pointer(tmp_path, monkeypatch, request):
+    # A runtime dir with a short path (tmp_path can itself be too long for a socket, e.g.
+    # under pytest-xdist's per-worker directories).
+    runtime = Path(tempfile.mkdtemp(prefix="rt"))  # mode 0700
+    request.addfinalizer(lambda: shutil.rmtree(runtime, ignore_errors=True))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     run_dir = tmp_path / ("a-long-run-directory-name-" * 5)
     run_dir.mkdir()
