@@ -90,24 +90,10 @@ class RunConfig:
         return max(1, self.total_timesteps // self.steps_per_update)
 
     def static_config(self) -> StaticConfig:
-        return StaticConfig(
-            env_id=self.env,
-            algo=self.algo,
-            num_envs=self.num_envs,
-            num_steps=self.num_steps,
-            num_minibatches=self.num_minibatches,
-            update_epochs=self.update_epochs,
-            hidden_sizes=tuple(self.hidden_sizes),
-            activation=self.activation,
-            precision=self.precision,
-            num_seeds=self.num_seeds,
-            network=self.network,
-            log_std=self.log_std,
-            log_std_init=self.log_std_init,
-            noise_hold=self.noise_hold,
-            normalize_obs=self.normalize_obs,
-            normalize_rewards=self.normalize_rewards,
-        )
+        # Every StaticConfig field has a key of the same name here, except the env id and
+        # the trainer's own metrics buffer size.
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(StaticConfig) if f.name in _FIELDS}
+        return StaticConfig(env_id=self.env, **{**shared, "hidden_sizes": tuple(self.hidden_sizes)})
 
     def dynamic_hparams(self) -> DynamicHParams:
         return DynamicHParams.create(
