@@ -19,6 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+PROGRESS_SECONDS = 120  # how often a run prints its training return to stderr
+CHUNK_UPDATES = 64  # updates per compiled call (a traced count: any value, one program)
+
 
 def train(config, episodes: int = 32) -> tuple[list[float], list[float], float]:
     """Each seed's greedy eval return and final training return, and wall seconds."""
@@ -31,12 +34,17 @@ def train(config, episodes: int = 32) -> tuple[list[float], list[float], float]:
     static, hp = config.static_config(), config.dynamic_hparams()
     parallel = data_parallel.build(static, jax.local_devices()[:1])
     state = parallel.init(parallel.seed_keys(config.seed), hp)
-    returns, done = [], 0
+    returns, done, shown = [], 0, start
     while done < config.total_updates:
-        count = min(static.max_chunk_updates, config.total_updates - done)
+        count = min(static.max_chunk_updates, CHUNK_UPDATES, config.total_updates - done)
         state, metrics = parallel.run_chunk(state, hp, count)
         returns.append(np.asarray(metrics.per_update.episode_return).reshape(config.num_seeds, -1)[:, :count])
         done += count
+        if time.perf_counter() - shown > PROGRESS_SECONDS:  # long runs (MinAtar: an hour) show they move
+            shown = time.perf_counter()
+            recent = np.concatenate(returns, axis=1)[:, -10:]
+            print(f"  {config.env}: {done * static.steps_per_update / 1e6:.2f}M steps, {shown - start:.0f} s, train "
+                  + ", ".join(f"{np.nanmean(seed):.1f}" for seed in recent), file=sys.stderr, flush=True)
     per_seed = np.concatenate(returns, axis=1)
     final = [float(np.nanmean(seed[-10:])) for seed in per_seed]
     seconds = time.perf_counter() - start

@@ -3,9 +3,12 @@
   (a) session  training through TrainingSession + JaxBackend, as `rltui launch --no-ui` runs it
   (b) scan     the same number of updates as one jitted `lax.scan`: no session, no chunking
   (c) rollout  env step + policy forward only (no learning)
+  (d) reference  the same PPO written as single-file pure-JAX trainers write it
+               (benchmarks/reference_ppo.py), same env, network and hyperparameters:
+               the yardstick for "as fast as the best pure-JAX trainers", measured here
 
 Each figure excludes compilation and is the median of --repeats runs; (a)/(b) is the
-session's overhead (target >= 0.97).
+session's overhead (target >= 0.97); (b)/(d) is rltui's trainer against the reference.
 
     python benchmarks/throughput.py [--envs 4 64] [--updates N] [--repeats 3] [--devices 1]
 """
@@ -36,6 +39,7 @@ def main() -> None:
     import jax
     import numpy as np
 
+    import reference_ppo
     from harness import fmt, repeat
     from rltui.session import TrainingSession
     from rltui.session.backend import JaxBackend
@@ -118,10 +122,30 @@ def main() -> None:
             jax.block_until_ready(rollout_fn(state0))
             return steps / (time.perf_counter() - start)
 
-        results = {"session": [], "scan": [], "rollout": []}
-        cpu = {"session": [], "scan": [], "rollout": []}  # env steps per process CPU-second
-        measures = {"session": session_sps, "scan": scan_sps, "rollout": rollout_sps}
-        for _ in range(args.repeats):  # interleaved, so drift in machine load hits all three
+        # (d) the reference PPO, jitted whole
+        if devices[0].platform == "cpu" and len(devices) == 1:
+            reference = jax.jit(reference_ppo.make_train(trainer.spec, num_envs, args.steps, updates))
+            reference = reference.lower(jax.random.PRNGKey(0)).compile()
+        else:
+            reference = None  # single-device fixture; compare (b) to it on one device
+
+        reference_returns = []
+
+        def reference_sps() -> float:
+            start = time.perf_counter()
+            returns = jax.block_until_ready(reference(jax.random.PRNGKey(0)))
+            seconds = time.perf_counter() - start
+            reference_returns.append(float(np.nanmean(np.asarray(returns)[-10:])))
+            return steps / seconds
+
+        # interleaved, reference right after scan, so drift in machine load hits both alike
+        measures = {"session": session_sps, "scan": scan_sps}
+        if reference is not None:
+            measures["reference"] = reference_sps
+        measures["rollout"] = rollout_sps
+        results = {name: [] for name in measures}
+        cpu = {name: [] for name in measures}  # env steps per process CPU-second
+        for _ in range(args.repeats):
             for name, measure in measures.items():
                 cpu_start = time.process_time()
                 wall_sps = measure()
@@ -131,12 +155,17 @@ def main() -> None:
         stats = {name: repeat(iter(values).__next__, len(values)) for name, values in results.items()}
         ratios = [a / b for a, b in zip(results["session"], results["scan"])]
         print(f"\nCartPole-v1, {num_envs} envs x {args.steps} steps, {updates} updates ({steps:,} env steps):")
-        print(f"  (a) session  {fmt(stats['session'], ' SPS')}")
-        print(f"  (b) scan     {fmt(stats['scan'], ' SPS')}")
-        print(f"  (c) rollout  {fmt(stats['rollout'], ' SPS')}")
+        print(f"  (a) session    {fmt(stats['session'], ' SPS')}")
+        print(f"  (b) scan       {fmt(stats['scan'], ' SPS')}")
+        print(f"  (c) rollout    {fmt(stats['rollout'], ' SPS')}")
         print(f"  (a)/(b) median {np.median(ratios):.3f}  (per run: {', '.join(f'{r:.3f}' for r in ratios)})")
-        print(f"  env steps per CPU-second: scan {np.median(cpu['scan']):,.0f}, rollout {np.median(cpu['rollout']):,.0f}"
-              f" (load-robust companion figure; {os.cpu_count()} cores)")
+        if reference is not None:
+            versus = [b / d for b, d in zip(results["scan"], results["reference"])]
+            print(f"  (d) reference  {fmt(stats['reference'], ' SPS')}  (its return, last 10 updates: "
+                  f"{reference_returns[-1]:.1f})")
+            print(f"  (b)/(d) median {np.median(versus):.3f}  (per run: {', '.join(f'{r:.3f}' for r in versus)})")
+        per_cpu = ", ".join(f"{name} {np.median(cpu[name]):,.0f}" for name in measures if name != "session")
+        print(f"  env steps per CPU-second: {per_cpu} (load-robust companion figure; {os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":
