@@ -10,7 +10,8 @@ With `static.num_seeds > 1` the trainer is `vmap`ped over a seed axis inside the
 map: every leaf of the state and metrics gains a seed axis after the device axis, each
 agent's gradients are averaged over devices on its own, and the hyperparameters are shared
 (an edit reaches every seed). Agent i starts from `PRNGKey(seed + i)`, so it is the agent a
-single-seed run with seed `seed + i` would train.
+single-seed run with seed `seed + i` would train, up to float rounding (which a long run
+amplifies until the two part ways).
 """
 
 from __future__ import annotations
