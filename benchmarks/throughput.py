@@ -61,6 +61,18 @@ def main() -> None:
     from trainers.ppo import AXIS, make_trainer
     from trainers.rollout import rollout
 
+    class TimedBackend(JaxBackend):
+        """Adds up the wall time spent inside compiled chunks (dispatch and fetch included)."""
+
+        inside = 0.0
+
+        def run_chunk(self, num_updates, hparams):
+            start = time.perf_counter()
+            try:
+                return super().run_chunk(num_updates, hparams)
+            finally:
+                self.inside += time.perf_counter() - start
+
     devices = jax.local_devices()[: args.devices]
     print(f"jax {jax.__version__}, {len(devices)} {devices[0].platform} device(s), {os.cpu_count()} cores")
     for num_envs in args.envs:
@@ -71,18 +83,6 @@ def main() -> None:
 
         # (a) the session, as the headless CLI drives it (compile excluded: timed from the
         # 'compiled' event to the end of the run)
-        class TimedBackend(JaxBackend):
-            """Adds up the wall time spent inside compiled chunks (dispatch and fetch included)."""
-
-            inside = 0.0
-
-            def run_chunk(self, num_updates, hparams):
-                start = time.perf_counter()
-                try:
-                    return super().run_chunk(num_updates, hparams)
-                finally:
-                    self.inside += time.perf_counter() - start
-
         backend = TimedBackend(static, seed=0, devices=devices)
         host_share = []  # per session run: fraction of its wall time outside run_chunk
 
