@@ -8,13 +8,15 @@
                (benchmarks/reference_ppo.py), same env, network and hyperparameters:
                the yardstick for "as fast as the best pure-JAX trainers", measured here
 
-Each figure excludes compilation and is the median of --repeats runs; (a)/(b) is the
+Each figure excludes compilation and is the median of --repeats runs, after --warmup untimed
+rounds (a first execution pays one-off costs, buffers and threads, that a long run amortises,
+and it would fall on whichever measure runs first); (a)/(b) is the
 session's overhead (target >= 0.97); (b)/(d) is rltui's trainer against the reference.
 On a shared machine speed swings by tens of percent within seconds, in wall and in CPU
 time alike, so (a)/(b) is noisy; the share of the session's wall time spent outside its
 compiled chunks (host work: commands, records, listeners) is the figure load hardly moves.
 
-    python benchmarks/throughput.py [--envs 4 64] [--updates N] [--repeats 3] [--devices 1]
+    python benchmarks/throughput.py [--envs 4 64] [--env-steps 1e6] [--repeats 3] [--warmup 1] [--devices 1]
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=128)
     parser.add_argument("--env-steps", type=float, default=1e6, help="env steps per measurement (default 1e6)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds before the timed ones (default 1)")
     parser.add_argument("--devices", type=int, default=1, help="host devices to split envs over")
     args = parser.parse_args()
 
@@ -169,6 +172,11 @@ def main() -> None:
         measures["rollout"] = rollout_seconds
         results = {name: [] for name in measures}  # env steps per wall second
         cpu = {name: [] for name in measures}  # env steps per process CPU-second
+        for _ in range(args.warmup):
+            for measure in measures.values():
+                measure()
+        host_share.clear()
+        reference_returns.clear()
         for _ in range(args.repeats):
             for name, measure in measures.items():
                 wall_seconds, cpu_seconds = measure()
