@@ -1,20 +1,25 @@
-"""Where a run's control socket lives: `RUN_DIR/control.sock`, unless that path is too
-long for a Unix socket address (about 107 bytes on Linux, 103 on macOS). Then the socket
-goes into a private directory of the user's (`$XDG_RUNTIME_DIR/rltui`, or
-`<tmp>/rltui-<uid>`, mode 0700) and `RUN_DIR/control.path` holds its path."""
+"""Where a run's control socket lives, and how its file is made safely.
+
+The socket is `RUN_DIR/control.sock`, unless that path is too long for a Unix socket
+address (about 107 bytes on Linux, 103 on macOS). Then it goes into a private directory of
+the user's (`$XDG_RUNTIME_DIR/rltui`, or `<tmp>/rltui-<uid>`, mode 0700) and
+`RUN_DIR/control.path` holds its path."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import socket
 import stat
+import struct
 import tempfile
 from pathlib import Path
 
 SOCKET_NAME = "control.sock"
 POINTER_NAME = "control.path"
-# Below every platform's limit, with no room to spare needed: the temporary name the
-# server binds first (see ControlServer) is never longer than the final one.
+# Below every platform's limit, with no room to spare needed: the temporary name
+# `bind_owner_only` binds first is never longer than the final one.
 MAX_SOCKET_PATH = 100
 
 
@@ -64,3 +69,63 @@ def find_socket(run_dir: Path) -> Path | None:
             return None
     path = run_dir / SOCKET_NAME
     return path if path.exists() else None
+
+
+def refuse_if_live(path: Path) -> None:
+    """A socket that accepts belongs to a live run: never take it over. One that refuses
+    is left over from a run that crashed: `bind_owner_only` replaces it."""
+    if not path.exists():
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        return
+    finally:
+        probe.close()
+    raise ControlPathError(f"{path}: another run is listening there")
+
+
+def bind_owner_only(path: Path) -> socket.socket:
+    """A non-blocking listening socket at `path`, mode 0600. Bound under a temporary name,
+    made owner-only, then renamed into place: nobody can connect before the mode is set,
+    and a stale socket is replaced atomically."""
+    tmp = path.with_name(f".c{os.getpid()}")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        sock.bind(str(tmp))
+        os.chmod(tmp, 0o600)
+        sock.listen(16)
+        os.replace(tmp, path)
+    except OSError as err:
+        sock.close()
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise ControlPathError(f"cannot listen on {path}: {err.strerror or err}") from None
+    sock.setblocking(False)
+    return sock
+
+
+def write_pointer(run_dir: Path, path: Path) -> Path:
+    """Write `RUN_DIR/control.path` (atomically) naming the socket; returns the pointer."""
+    pointer = Path(run_dir) / POINTER_NAME
+    tmp = Path(run_dir) / f".{POINTER_NAME}.tmp"
+    try:
+        tmp.write_text(f"{path}\n", encoding="utf-8")
+        os.replace(tmp, pointer)
+    except OSError as err:
+        raise ControlPathError(f"cannot write {pointer}: {err.strerror or err}") from None
+    return pointer
+
+
+def same_user(conn: socket.socket) -> bool:
+    """Where the OS says who connected, only this user may; elsewhere the socket's 0600
+    mode keeps others out."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return True
+    size = struct.calcsize("3i")
+    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, size))
+    return uid == os.geteuid()

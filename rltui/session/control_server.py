@@ -16,7 +16,6 @@ import dataclasses
 import os
 import selectors
 import socket
-import struct
 import threading
 import time
 from pathlib import Path
@@ -27,7 +26,14 @@ from trainers.hparams import HParamError
 from rltui import __version__
 from rltui.session import protocol
 from rltui.session.commands import SetHParams
-from rltui.session.control_paths import POINTER_NAME, ControlPathError, socket_location
+from rltui.session.control_paths import (
+    ControlPathError,
+    bind_owner_only,
+    refuse_if_live,
+    same_user,
+    socket_location,
+    write_pointer,
+)
 from rltui.session.controller import SessionListener, validate_changes
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.interface import SessionClient
@@ -51,16 +57,6 @@ class _Client:
     outbox: bytearray = dataclasses.field(default_factory=bytearray)
     events: int = selectors.EVENT_READ
     closing: bool = False  # answered a fatal error: close once the outbox is sent
-
-
-def _same_user(conn: socket.socket) -> bool:
-    """Where the OS says who connected, only this user may; elsewhere the socket's 0600
-    mode keeps others out."""
-    if not hasattr(socket, "SO_PEERCRED"):
-        return True
-    size = struct.calcsize("3i")
-    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, size))
-    return uid == os.geteuid()
 
 
 class ControlServer(SessionListener):
@@ -106,11 +102,11 @@ class ControlServer(SessionListener):
         self._describe = protocol.jsonable(self.session.describe())
         try:
             path, needs_pointer = socket_location(self.run_dir)
-            self._refuse_if_live(path)
-            self._listen = self._bind(path)
+            refuse_if_live(path)
+            self._listen = bind_owner_only(path)
             self.path, self._inode = path, os.stat(path).st_ino
             if needs_pointer:
-                self._write_pointer(path)
+                self._pointer = write_pointer(self.run_dir, path)
         except ControlPathError as err:
             self._shutdown()
             raise ControlServerError(str(err)) from None
@@ -137,53 +133,6 @@ class ControlServer(SessionListener):
     @property
     def client_count(self) -> int:
         return len(self._clients)
-
-    @staticmethod
-    def _refuse_if_live(path: Path) -> None:
-        """A socket that accepts belongs to a live run: never take it over. One that
-        refuses is left over from a run that crashed: replaced below."""
-        if not path.exists():
-            return
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        probe.settimeout(1.0)
-        try:
-            probe.connect(str(path))
-        except OSError:
-            return
-        finally:
-            probe.close()
-        raise ControlServerError(f"{path}: another run is listening there")
-
-    @staticmethod
-    def _bind(path: Path) -> socket.socket:
-        # Bound under a temporary name, made owner-only, then renamed into place: nobody
-        # can connect before the mode is set, and a stale socket is replaced atomically.
-        tmp = path.with_name(f".c{os.getpid()}")
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-            sock.bind(str(tmp))
-            os.chmod(tmp, 0o600)
-            sock.listen(16)
-            os.replace(tmp, path)
-        except OSError as err:
-            sock.close()
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise ControlServerError(f"cannot listen on {path}: {err.strerror or err}") from None
-        sock.setblocking(False)
-        return sock
-
-    def _write_pointer(self, path: Path) -> None:
-        pointer = self.run_dir / POINTER_NAME
-        tmp = self.run_dir / f".{POINTER_NAME}.tmp"
-        try:
-            tmp.write_text(f"{path}\n", encoding="utf-8")
-            os.replace(tmp, pointer)
-        except OSError as err:
-            raise ControlServerError(f"cannot write {pointer}: {err.strerror or err}") from None
-        self._pointer = pointer
 
     # --- session callbacks (the session thread: append and wake, nothing more) ---------------
     def on_state(self, state: SessionState, message: str | None) -> None:
@@ -245,7 +194,7 @@ class ControlServer(SessionListener):
                 return
             except OSError:
                 return  # e.g. out of file descriptors: the client sees a refusal
-            if not _same_user(conn):
+            if not same_user(conn):
                 conn.close()
                 continue
             conn.setblocking(False)
