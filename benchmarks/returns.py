@@ -4,10 +4,13 @@ program (`num_seeds`), and the return each seed ends at.
     python benchmarks/returns.py                      # every env with a preset, 3 seeds
     python benchmarks/returns.py Acrobot-v1 --seeds 5 --set total_timesteps=1e6
 
-"Eval" is the final policy's mean return over 32 greedy episodes (`--episodes`) (as `rltui eval` runs it;
-how the reference returns are measured); "train" is the mean episode return over the last
-10 updates of training, as the dashboard and metrics.jsonl show it (sampled actions). Wall
-time is for all seeds together, compile included. Not part of the test suite.
+"Eval" is the final policy's mean return over 32 greedy episodes (`--episodes`), as `rltui
+eval` runs it; "train" is the mean episode return over the last 10 updates of training, as
+the dashboard and metrics.jsonl show it (sampled actions). Each seed's line on stderr also
+gives "sampled": the final policy over 164 episodes with sampled actions
+(`--sampled-episodes`), which is how gymnax-blines measured the reference returns
+(`rltui eval --sample`). Wall time is for all seeds together, compile included. Not part of
+the test suite.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ PROGRESS_SECONDS = 120  # how often a run prints its training return to stderr
 CHUNK_UPDATES = 64  # updates per compiled call (a traced count: any value, one program)
 
 
-def train(config, episodes: int = 32) -> tuple[list[float], list[float], float]:
-    """Each seed's greedy eval return and final training return, and wall seconds."""
+def train(config) -> tuple:
+    """(trained DataParallel, its final state, each seed's final training return, wall seconds)."""
     import jax
     import numpy as np
 
@@ -48,10 +51,10 @@ def train(config, episodes: int = 32) -> tuple[list[float], list[float], float]:
     per_seed = np.concatenate(returns, axis=1)
     final = [float(np.nanmean(seed[-10:])) for seed in per_seed]
     seconds = time.perf_counter() - start
-    return evaluate_seeds(parallel, state, config, episodes), final, seconds
+    return parallel, state, final, seconds
 
 
-def evaluate_seeds(parallel, state, config, episodes: int = 32) -> list[float]:
+def evaluate_seeds(parallel, state, config, episodes: int = 32, greedy: bool = True) -> list[float]:
     import jax
     import numpy as np
 
@@ -61,7 +64,7 @@ def evaluate_seeds(parallel, state, config, episodes: int = 32) -> list[float]:
     acting = jax.tree.map(lambda x: x[0], (state.params, state.obs_stats))  # device 0; (seeds, ...) when seeded
     run = jax.jit(jax.vmap(
         lambda p: evaluate(p, jax.random.PRNGKey(1), spec=trainer.spec, step_fn=trainer.act_step,
-                           initial_hidden=trainer.initial_hidden(episodes), episodes=episodes),
+                           initial_hidden=trainer.initial_hidden(episodes), episodes=episodes, greedy=greedy),
     ))
     if config.num_seeds == 1:
         acting = jax.tree.map(lambda x: x[None], acting)
@@ -74,6 +77,8 @@ def main(argv=None) -> None:
     parser.add_argument("--algo", default="ppo")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--episodes", type=int, default=32, help="greedy evaluation episodes per seed (default 32)")
+    parser.add_argument("--sampled-episodes", type=int, default=164,
+                        help="evaluation episodes with sampled actions per seed, as the reference (default 164)")
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
     args = parser.parse_args(argv)
 
@@ -86,13 +91,16 @@ def main(argv=None) -> None:
     print("|---|---|---|---|---|---|---|")
     for env in envs:
         config = build_config({}, {"env": env, "algo": args.algo, "num_seeds": args.seeds, **overrides})
-        evals, final, seconds = train(config, args.episodes)
+        parallel, state, final, seconds = train(config)
+        evals = evaluate_seeds(parallel, state, config, args.episodes)
+        sampled = evaluate_seeds(parallel, state, config, args.sampled_episodes, greedy=False)
         result = presets.result(args.algo, env)
         reference = f"{result.reference:g}" if result else "-"
         steps = config.total_updates * config.steps_per_update
         print(f"| {env} | {steps / 1e6:.1f}M | {seconds:.0f} s ({args.seeds} seeds) | {sum(evals) / len(evals):.1f} "
               f"| {min(evals):.1f} | {sum(final) / len(final):.1f} | {reference} |", flush=True)
-        print(f"  per seed: eval {', '.join(f'{v:.1f}' for v in evals)}; train {', '.join(f'{v:.1f}' for v in final)}",
+        print(f"  per seed: eval {', '.join(f'{v:.1f}' for v in evals)}; sampled {', '.join(f'{v:.1f}' for v in sampled)}"
+              f" (mean {sum(sampled) / len(sampled):.1f}); train {', '.join(f'{v:.1f}' for v in final)}",
               file=sys.stderr, flush=True)
 
 
