@@ -19,6 +19,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -26,8 +27,8 @@ PROGRESS_SECONDS = 120  # how often a run prints its training return to stderr
 CHUNK_UPDATES = 64  # updates per compiled call (a traced count: any value, one program)
 
 
-def train(config) -> tuple:
-    """(trained DataParallel, its final state, each seed's final training return, wall seconds)."""
+def train(config) -> tuple[Any, Any, list[float], float]:
+    """(the trained DataParallel, its final state, each seed's final training return, wall seconds)."""
     import jax
     import numpy as np
 
