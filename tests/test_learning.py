@@ -35,13 +35,13 @@ def test_cartpole_learns_with_bf16_matmuls():
 
 def test_pendulum_preset_swings_up_within_200k_steps():
     # The Pendulum-v1 preset (observation and reward normalisation, a per-state std) on a
-    # fifth of its budget. Measured here, mean return of the first 20 updates -> the last 10:
-    # -1214 -> -241 (seed 0), -139 (seed 1), -1266 -> -214 (seed 2).
+    # fifth of its budget (97 updates). Measured here, mean return of the first 20 updates ->
+    # the last 10: -1136 -> -158 (seed 0), -1243 -> -189 (seed 1), -1073 -> -143 (seed 2).
     config = build_config({}, {"env": "Pendulum-v1", "total_timesteps": 200_000})
     static = dataclasses.replace(config.static_config(), max_chunk_updates=256)
     returns = train_returns(static, config.total_updates, 0, config.dynamic_hparams())
-    assert np.nanmean(returns[:20]) < -900  # starts near random (the first episode ends at update 13)
-    assert np.nanmean(returns[-10:]) >= -400
+    assert np.nanmean(returns[:20]) < -900  # starts near random (the first episode ends at update 4)
+    assert np.nanmean(returns[-10:]) >= -300
 
 
 # CartPole-v1-pomdp hides the velocities: the observation is cart position and pole angle.

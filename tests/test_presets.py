@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from rltui import presets
@@ -32,6 +34,8 @@ def test_every_result_names_its_budget_and_seeds():
             if result is not None:
                 assert result.seeds >= 3 and result.steps > 0 and result.wall_seconds > 0
                 assert result.min <= result.mean
+                # no policy beats the optimum on the same evaluation episodes
+                assert result.optimum is None or result.mean <= result.optimum
 
 
 def test_precedence_defaults_preset_file_set():
@@ -81,5 +85,9 @@ def test_envs_listing_says_whether_each_preset_reaches_its_reference():
     assert _preset_summary(True, reached).endswith("in 0.5M steps (every seed reaches the reference 500)")
     assert "(the mean reaches the reference -80)" in _preset_summary(True, on_average)
     assert "(short of the reference -130)" in _preset_summary(True, short)
+    beyond_optimum = dataclasses.replace(short, optimum=-147.1)
+    assert ("(the best any policy reaches on these episodes is -147.1, below the reference -130)"
+            in _preset_summary(True, beyond_optimum))
+    assert "(short of the reference -130)" in _preset_summary(True, dataclasses.replace(short, optimum=-120.0))
     assert _preset_summary(True, None) == "preset (not measured here)"
     assert _preset_summary(False, None) == "-"

@@ -29,6 +29,9 @@ class PresetResult:
     seeds: int
     steps: int
     wall_seconds: float
+    # The best return any policy reaches on the same evaluation episodes, where it is known
+    # (Pendulum-v1: benchmarks/pendulum_optimum.py); a reference above it is out of reach.
+    optimum: float | None = None
 
 
 @functools.lru_cache(maxsize=1)
