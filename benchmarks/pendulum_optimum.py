@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 HORIZON = 200  # gymnax Pendulum-v1's max_steps_in_episode
 LOOKAHEAD_TORQUES = 161
@@ -91,6 +92,7 @@ def main(argv=None) -> None:
     import jax.numpy as jnp
     import numpy as np
 
+    from returns import EVAL_SEED
     from trainers.envs import make_env
     from trainers.evaluate import evaluate
 
@@ -108,7 +110,7 @@ def main(argv=None) -> None:
         torque = choices[jnp.argmax(lookahead)][None]
         return steps_taken + 1, (torque, jnp.zeros(1), jnp.zeros(()))
 
-    def returns(key, episodes):
+    def episode_returns(key, episodes):
         run = jax.jit(lambda k: evaluate(None, k, spec=spec, step_fn=policy_step,
                                          initial_hidden=jnp.zeros(episodes, jnp.int32), episodes=episodes))
         return np.asarray(run(key))
@@ -116,8 +118,9 @@ def main(argv=None) -> None:
     print(f"Pendulum-v1 optimum by dynamic programming: grid {args.grid} x {args.grid}, {args.torques} torques, "
           f"solved in {solved:.0f} s")
     for episodes in args.episodes:  # returns.py's key, so the same start states as its evaluation
-        print(f"  returns.py's {episodes} evaluation starts: {returns(jax.random.PRNGKey(1), episodes).mean():.1f}")
-    many = returns(jax.random.PRNGKey(2), 4096)
+        same = episode_returns(jax.random.PRNGKey(EVAL_SEED), episodes)
+        print(f"  returns.py's {episodes} evaluation starts: {same.mean():.1f}")
+    many = episode_returns(jax.random.PRNGKey(EVAL_SEED + 1), 4096)
     set_means = np.sort(many[: 4096 // 164 * 164].reshape(-1, 164).mean(axis=1))
     print(f"  4096 other starts: {many.mean():.1f} (standard error {many.std() / np.sqrt(many.size):.1f})")
     print(f"  {set_means.size} sets of 164 of those: means from {set_means[0]:.1f} to {set_means[-1]:.1f}, "

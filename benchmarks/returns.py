@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 PROGRESS_SECONDS = 120  # how often a run prints its training return to stderr
 CHUNK_UPDATES = 64  # updates per compiled call (a traced count: any value, one program)
+EVAL_SEED = 1  # every seed's policy is evaluated on the same start states (pendulum_optimum.py too)
 
 
 def train(config) -> tuple[Any, Any, list[float], float]:
@@ -64,7 +65,7 @@ def evaluate_seeds(parallel, state, config, episodes: int = 32, greedy: bool = T
     trainer = parallel.trainer
     acting = jax.tree.map(lambda x: x[0], (state.params, state.obs_stats))  # device 0; (seeds, ...) when seeded
     run = jax.jit(jax.vmap(
-        lambda p: evaluate(p, jax.random.PRNGKey(1), spec=trainer.spec, step_fn=trainer.act_step,
+        lambda p: evaluate(p, jax.random.PRNGKey(EVAL_SEED), spec=trainer.spec, step_fn=trainer.act_step,
                            initial_hidden=trainer.initial_hidden(episodes), episodes=episodes, greedy=greedy),
     ))
     if config.num_seeds == 1:
