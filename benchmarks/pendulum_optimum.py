@@ -31,12 +31,13 @@ HORIZON = 200  # gymnax Pendulum-v1's max_steps_in_episode
 LOOKAHEAD_TORQUES = 161
 
 
-def solve(params, grid: int, torques: int):
+def solve(spec, grid: int, torques: int):
     """Value tables V[k] (k steps taken, HORIZON - k to go) on a grid x grid (angle,
     velocity) mesh, and the interpolation that reads them at any state."""
     import jax
     import jax.numpy as jnp
 
+    params = spec.params
     angles = jnp.linspace(-jnp.pi, jnp.pi, grid, endpoint=False)
     speeds = jnp.linspace(-params.max_speed, params.max_speed, grid)
 
@@ -57,7 +58,7 @@ def solve(params, grid: int, torques: int):
     @jax.jit
     def backup(table):
         def q(u):
-            reward, angle, speed = transition(params, mesh_angle, mesh_speed, u)
+            reward, angle, speed = transition(spec, mesh_angle, mesh_speed, u)
             return reward + value_at(table, angle, speed)
         return jnp.max(jax.lax.map(q, choices), axis=0)
 
@@ -67,17 +68,21 @@ def solve(params, grid: int, torques: int):
     return jnp.stack(tables[::-1]), value_at
 
 
-def transition(params, angle, speed, torque):
-    """gymnax Pendulum-v1's step: reward, next angle (wrapped), next speed."""
+def transition(spec, angle, speed, torque):
+    """Reward, next angle (wrapped to [-pi, pi)) and next speed, by gymnax's own
+    Pendulum-v1 step (no copy of its physics to drift from it); arguments broadcast."""
+    import jax
     import jax.numpy as jnp
+    from gymnax.environments.classic_control.pendulum import EnvState
 
-    def wrap(x):
-        return ((x + jnp.pi) % (2 * jnp.pi)) - jnp.pi
+    def one(theta, theta_dot, u):
+        state = EnvState(theta=theta, theta_dot=theta_dot, last_u=jnp.zeros(()), time=0)
+        _, after, reward, _, _ = spec.env.step_env(jax.random.PRNGKey(0), state, u[None], spec.params)
+        return reward, ((after.theta + jnp.pi) % (2 * jnp.pi)) - jnp.pi, after.theta_dot
 
-    reward = -(wrap(angle) ** 2 + 0.1 * speed ** 2 + 0.001 * torque ** 2)
-    accel = 3 * params.g / (2 * params.l) * jnp.sin(angle) + 3.0 / (params.m * params.l ** 2) * torque
-    speed = jnp.clip(speed + accel * params.dt, -params.max_speed, params.max_speed)
-    return reward, wrap(angle + speed * params.dt), speed
+    shape = jnp.broadcast_shapes(jnp.shape(angle), jnp.shape(speed), jnp.shape(torque))
+    flat = [jnp.broadcast_to(x, shape).ravel() for x in (angle, speed, torque)]
+    return tuple(x.reshape(shape) for x in jax.vmap(one)(*flat))
 
 
 def main(argv=None) -> None:
@@ -99,13 +104,13 @@ def main(argv=None) -> None:
     spec = make_env("Pendulum-v1")
     params = spec.params
     start = time.perf_counter()
-    tables, value_at = solve(params, args.grid, args.torques)
+    tables, value_at = solve(spec, args.grid, args.torques)
     solved = time.perf_counter() - start
     choices = jnp.linspace(-params.max_torque, params.max_torque, LOOKAHEAD_TORQUES)
 
     def policy_step(_, steps_taken, obs):  # evaluate's StepFn; the hidden state counts steps
         angle, speed = jnp.arctan2(obs[1], obs[0]), obs[2]
-        reward, next_angle, next_speed = transition(params, angle, speed, choices)
+        reward, next_angle, next_speed = transition(spec, angle, speed, choices)
         lookahead = reward + value_at(tables[jnp.minimum(steps_taken + 1, HORIZON)], next_angle, next_speed)
         torque = choices[jnp.argmax(lookahead)][None]
         return steps_taken + 1, (torque, jnp.zeros(1), jnp.zeros(()))
