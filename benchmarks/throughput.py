@@ -8,6 +8,9 @@
                (benchmarks/reference_ppo.py), same env, network and hyperparameters:
                the yardstick for "as fast as the best pure-JAX trainers", measured here
 
+Each env count runs in a process of its own, started with XLA's CPU worker pool sized as
+`rltui launch` sizes it for that config (`cpu_threads = 0`, automatic; `--cpu-threads N`
+fixes it): the pool is per process, and the launcher's choice differs by batch size.
 Each figure excludes compilation and is the median of --repeats runs, after --warmup untimed
 rounds (a first execution pays one-off costs, buffers and threads, that a long run amortises,
 and it would fall on whichever measure runs first); (a)/(b) is the
@@ -17,12 +20,14 @@ time alike, so (a)/(b) is noisy; the share of the session's wall time spent outs
 compiled chunks (host work: commands, records, listeners) is the figure load hardly moves.
 
     python benchmarks/throughput.py [--envs 4 64] [--env-steps 1e6] [--repeats 3] [--warmup 1] [--devices 1]
+                                    [--cpu-threads N]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,10 +53,25 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1, help="untimed rounds before the timed ones (default 1)")
     parser.add_argument("--devices", type=int, default=1, help="host devices to split envs over")
+    parser.add_argument("--cpu-threads", type=int, default=0,
+                        help="XLA CPU worker threads; 0 (default): as `rltui launch` chooses for the config")
     args = parser.parse_args()
+    if len(args.envs) > 1:
+        for num_envs in args.envs:
+            child = [sys.executable, __file__, "--envs", str(num_envs), "--steps", str(args.steps),
+                     "--env-steps", str(args.env_steps), "--repeats", str(args.repeats), "--warmup", str(args.warmup),
+                     "--devices", str(args.devices), "--cpu-threads", str(args.cpu_threads)]
+            if subprocess.run(child).returncode:
+                sys.exit(1)
+        return
 
-    if args.devices > 1:
-        os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={args.devices}"
+    from rltui import runtime
+    from rltui.config import RunConfig
+
+    runtime.configure_jax(host_devices=args.devices, compile_cache=False)
+    launch_config = RunConfig(num_envs=args.envs[0], num_steps=args.steps, devices=args.devices)
+    threads = args.cpu_threads or runtime.auto_cpu_threads(launch_config)
+    cpus = runtime.start_backend(threads)
     import jax
     import numpy as np
 
@@ -77,7 +97,8 @@ def main() -> None:
                 self.inside += time.perf_counter() - start
 
     devices = jax.local_devices()[: args.devices]
-    print(f"jax {jax.__version__}, {len(devices)} {devices[0].platform} device(s), {os.cpu_count()} cores")
+    print(f"jax {jax.__version__}, {len(devices)} {devices[0].platform} device(s), {os.cpu_count()} cores, "
+          f"XLA CPU worker threads: {cpus}" + (" (as rltui launch chooses)" if not args.cpu_threads else ""))
     for num_envs in args.envs:
         static = StaticConfig(env_id="CartPole-v1", num_envs=num_envs, num_steps=args.steps)
         updates = max(1, int(args.env_steps // static.steps_per_update))

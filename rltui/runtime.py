@@ -1,11 +1,21 @@
-"""Process-wide JAX setup that must happen before JAX initialises: host device count and
-the persistent compilation cache. Kept apart so the CLI can parse and validate input
-without importing JAX at all."""
+"""Process-wide JAX setup that must happen before JAX initialises: host device count, the
+persistent compilation cache, and the size of XLA's CPU worker pool. Kept apart so the CLI
+can parse and validate input without importing JAX at all."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from trainers.envs import OBS_SIZES
+
+# Below this many multiply-adds per minibatch step (forward pass, policy and value nets
+# together) one XLA worker thread beats several: the ops are too small to split, and with
+# two workers XLA hands each program back and forth between them, which costs a chunked
+# run 5-15% on 2 cores. CartPole's [64, 64] MLP: 32 envs x 128 steps / 4 minibatches (9M)
+# runs as fast on one thread as on two; 64 envs (18M) runs about 20% faster on two, and so
+# does Breakout-MinAtar's preset (61M). Measured in benchmarks/throughput.py.
+SMALL_STEP_MACS = 12_000_000
 
 
 def cache_dir() -> Path:
@@ -29,6 +39,54 @@ def configure_jax(host_devices: int, compile_cache: bool) -> None:
             return  # an unwritable cache directory only costs compile time
         jax.config.update("jax_compilation_cache_dir", str(path))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def auto_cpu_threads(config) -> int:
+    """`cpu_threads = 0` resolved for `config` (a RunConfig): 1 for a single device running
+    an MLP on small minibatches (see SMALL_STEP_MACS), else 0 (XLA's default: every CPU)."""
+    if config.devices > 1 or config.network != "mlp":
+        return 0
+    samples = config.num_envs * config.num_steps * config.num_seeds
+    if config.algo == "ppo":
+        samples //= config.num_minibatches
+    widths = (OBS_SIZES[config.env], *config.hidden_sizes)
+    macs_per_sample = 2 * sum(a * b for a, b in zip(widths, widths[1:]))  # policy and value towers
+    return 1 if samples * macs_per_sample < SMALL_STEP_MACS else 0
+
+
+def start_backend(cpu_threads: int) -> int:
+    """Start JAX's backends with `cpu_threads` XLA CPU worker threads (0: XLA's default, one
+    per CPU) and return the number of CPUs XLA saw. Call after `configure_jax` (and
+    `jax.distributed.initialize`) and before any other JAX use.
+
+    XLA sizes its worker pool from the CPUs the process may run on when the backend starts,
+    and has no option for it. So the starting thread is narrowed to `cpu_threads` CPUs for
+    the start, and afterwards every thread of the process gets the full set back: the
+    workers still run on any CPU, there are just fewer of them."""
+    import jax
+
+    allowed = _affinity()
+    if not cpu_threads or allowed is None or cpu_threads >= len(allowed):
+        jax.devices()
+        return len(allowed) if allowed else os.cpu_count() or 1
+    os.sched_setaffinity(0, sorted(allowed)[:cpu_threads])
+    try:
+        jax.devices()
+    finally:
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setaffinity(int(tid), allowed)
+            except OSError:  # the thread has just exited
+                pass
+    return cpu_threads
+
+
+def _affinity() -> set[int] | None:
+    """The CPUs this process may run on, or None where the OS does not say (not Linux)."""
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
 
 
 def select_devices(requested: int) -> list:

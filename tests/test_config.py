@@ -162,6 +162,7 @@ def test_unknown_key_or_wrong_type(item, field):
         ("update_epochs=0", "update_epochs"),
         ("seed=-1", "seed"),
         ("devices=-1", "devices"),
+        ("cpu_threads=-1", "cpu_threads"),
         ("chunk_seconds=0", "chunk_seconds"),
         ("chunk_seconds=1000", "chunk_seconds"),
     ],

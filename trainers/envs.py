@@ -18,6 +18,17 @@ MISC = ("FourRooms-misc", "PointRobot-misc", "Reacher-misc", "Swimmer-misc", "Po
 # so a policy must remember past observations to act well: a test bed for `network = "gru"`.
 MASKED_ENVS: dict[str, tuple[str, tuple[int, ...]]] = {"CartPole-v1-pomdp": ("CartPole-v1", (0, 2))}
 SUPPORTED_ENVS: tuple[str, ...] = CLASSIC_CONTROL + MINATAR + BSUITE + MISC + tuple(MASKED_ENVS)
+# Flattened observation size of each, known without building the env: building one starts
+# JAX's backend, and the launcher sizes XLA's thread pool from these before that
+# (`rltui.runtime.auto_cpu_threads`). A test keeps them equal to `make_env`'s.
+OBS_SIZES: dict[str, int] = {
+    "CartPole-v1": 4, "Acrobot-v1": 6, "MountainCar-v0": 2, "Pendulum-v1": 3, "MountainCarContinuous-v0": 2,
+    "Asterix-MinAtar": 400, "Breakout-MinAtar": 400, "Freeway-MinAtar": 700, "SpaceInvaders-MinAtar": 600,
+    "Catch-bsuite": 50, "DeepSea-bsuite": 64, "MemoryChain-bsuite": 3, "UmbrellaChain-bsuite": 3,
+    "DiscountingChain-bsuite": 2,
+    "FourRooms-misc": 4, "PointRobot-misc": 6, "Reacher-misc": 8, "Swimmer-misc": 16, "Pong-misc": 3600,
+    "CartPole-v1-pomdp": 2,
+}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,62 @@
+"""Process-wide JAX setup: the size of XLA's CPU worker pool."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from rltui.config import RunConfig
+from rltui.runtime import auto_cpu_threads
+
+
+@pytest.mark.parametrize(
+    "changes,threads",
+    [
+        ({}, 1),  # the defaults: CartPole, 4 envs x 128 steps, 4 minibatches
+        ({"num_envs": 32}, 1),
+        ({"num_envs": 64}, 0),
+        ({"algo": "reinforce"}, 1),  # one gradient step on the whole 512-step batch
+        ({"num_seeds": 16}, 0),  # the seeds' minibatches add up
+        ({"env": "Breakout-MinAtar", "num_envs": 64, "num_minibatches": 8}, 0),  # its preset: 400 inputs
+        ({"hidden_sizes": (512, 512)}, 0),
+        ({"network": "cnn", "env": "Breakout-MinAtar"}, 0),
+        ({"devices": 2}, 0),
+    ],
+)
+def test_one_worker_thread_only_for_a_single_device_and_small_minibatch_steps(changes, threads):
+    assert auto_cpu_threads(RunConfig(**changes)) == threads
+
+
+PROBE = textwrap.dedent("""
+    import json, os, sys
+    from rltui import runtime
+    runtime.configure_jax(host_devices=0, compile_cache=False)
+    before = sorted(os.sched_getaffinity(0))
+    runtime.start_backend(int(sys.argv[1]))
+    import jax, jax.numpy as jnp
+    total = float(jax.jit(lambda x: (x @ x).sum())(jnp.ones((256, 256))))
+    tasks = os.listdir("/proc/self/task")
+    names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in tasks]
+    print(json.dumps({"before": before, "total": total, "workers": names.count("tf_XLAEigen"),
+                      "masks": [sorted(os.sched_getaffinity(int(t))) for t in tasks]}))
+""")
+
+
+def probe(threads: int) -> dict:
+    result = subprocess.run([sys.executable, "-c", PROBE, str(threads)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and at least 2 CPUs")
+def test_start_backend_sizes_xla_worker_pool_and_gives_every_thread_all_cpus_back():
+    one, default = probe(1), probe(0)
+    assert one["workers"] == 1
+    assert default["workers"] == len(default["before"])
+    # the one worker still runs on any CPU, as does every other thread
+    assert all(mask == one["before"] for mask in one["masks"])
+    assert one["total"] == default["total"] == 256.0 ** 3
