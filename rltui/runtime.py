@@ -14,7 +14,8 @@ from trainers.envs import OBS_SIZES
 # two workers XLA hands each program back and forth between them, which costs a chunked
 # run 5-15% on 2 cores. CartPole's [64, 64] MLP: 32 envs x 128 steps / 4 minibatches (9M)
 # runs as fast on one thread as on two; 64 envs (18M) runs about 20% faster on two, and so
-# does Breakout-MinAtar's preset (61M). Measured in benchmarks/throughput.py.
+# does Breakout-MinAtar's preset (61M). Measured with benchmarks/throughput.py (4 and 64
+# envs) and with in-process A/Bs of the chunk program (16 and 32 envs, Breakout).
 SMALL_STEP_MACS = 12_000_000
 
 
@@ -66,19 +67,22 @@ def start_backend(cpu_threads: int) -> int:
     import jax
 
     allowed = _affinity()
-    if not cpu_threads or allowed is None or cpu_threads >= len(allowed):
-        jax.devices()
-        return len(allowed) if allowed else os.cpu_count() or 1
-    os.sched_setaffinity(0, sorted(allowed)[:cpu_threads])
+    narrowed = bool(cpu_threads) and allowed is not None and cpu_threads < len(allowed)
+    if narrowed:
+        try:
+            os.sched_setaffinity(0, sorted(allowed)[:cpu_threads])
+        except OSError:  # not allowed here: XLA's default pool rather than no run
+            narrowed = False
     try:
         jax.devices()
     finally:
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                os.sched_setaffinity(int(tid), allowed)
-            except OSError:  # the thread has just exited
-                pass
-    return cpu_threads
+        if narrowed:
+            for tid in os.listdir("/proc/self/task"):
+                try:
+                    os.sched_setaffinity(int(tid), allowed)
+                except OSError:  # the thread has just exited
+                    pass
+    return cpu_threads if narrowed else len(allowed) if allowed else os.cpu_count() or 1
 
 
 def _affinity() -> set[int] | None:
