@@ -11,12 +11,13 @@ from trainers.envs import OBS_SIZES
 
 # Below this many multiply-adds per minibatch step (forward pass, policy and value nets
 # together) one XLA worker thread beats several: the ops are too small to split, and with
-# two workers XLA hands each program back and forth between them, which costs a chunked
-# run 5-15% on 2 cores. CartPole's [64, 64] MLP: 32 envs x 128 steps / 4 minibatches (9M)
-# runs as fast on one thread as on two; 64 envs (18M) runs about 20% faster on two, and so
-# does Breakout-MinAtar's preset (61M). Measured with benchmarks/throughput.py (4 and 64
-# envs) and with in-process A/Bs of the chunk program (16 and 32 envs, Breakout).
-SMALL_STEP_MACS = 12_000_000
+# two workers XLA hands each program back and forth between them, which cost a run in
+# chunks 5-15% on 2 cores. That is clear for CartPole's [64, 64] MLP at 4 envs x 128 steps
+# / 4 minibatches (1.1M), in benchmarks/throughput.py and in-process A/Bs alike. At 16 and
+# 32 envs (4.6M, 9M) the A/Bs went both ways on a shared machine, and at 64 envs (18M)
+# and Breakout-MinAtar's preset (61M) two workers were 15-25% faster; those keep XLA's
+# default. So the line is drawn just above 8 envs (2.3M).
+SMALL_STEP_MACS = 3_000_000
 
 
 def cache_dir() -> Path:

@@ -16,10 +16,11 @@ from rltui.runtime import auto_cpu_threads
     "changes,threads",
     [
         ({}, 1),  # the defaults: CartPole, 4 envs x 128 steps, 4 minibatches
-        ({"num_envs": 32}, 1),
+        ({"num_envs": 8}, 1),
+        ({"num_envs": 16}, 0),
         ({"num_envs": 64}, 0),
-        ({"algo": "reinforce"}, 1),  # one gradient step on the whole 512-step batch
-        ({"num_seeds": 16}, 0),  # the seeds' minibatches add up
+        ({"algo": "reinforce"}, 0),  # one gradient step on the whole 512-step batch
+        ({"num_seeds": 4}, 0),  # the seeds' minibatches add up
         ({"env": "Breakout-MinAtar", "num_envs": 64, "num_minibatches": 8}, 0),  # its preset: 400 inputs
         ({"hidden_sizes": (512, 512)}, 0),
         ({"network": "cnn", "env": "Breakout-MinAtar"}, 0),
