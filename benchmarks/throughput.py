@@ -58,10 +58,8 @@ def main() -> None:
     args = parser.parse_args()
     if len(args.envs) > 1:
         for num_envs in args.envs:
-            child = [sys.executable, __file__, "--envs", str(num_envs), "--steps", str(args.steps),
-                     "--env-steps", str(args.env_steps), "--repeats", str(args.repeats), "--warmup", str(args.warmup),
-                     "--devices", str(args.devices), "--cpu-threads", str(args.cpu_threads)]
-            if subprocess.run(child).returncode:
+            # the same options; the last --envs wins
+            if subprocess.run([sys.executable, __file__, *sys.argv[1:], "--envs", str(num_envs)]).returncode:
                 sys.exit(1)
         return
 
@@ -69,9 +67,9 @@ def main() -> None:
     from rltui.config import RunConfig
 
     runtime.configure_jax(host_devices=args.devices, compile_cache=False)
-    launch_config = RunConfig(num_envs=args.envs[0], num_steps=args.steps, devices=args.devices)
-    threads = args.cpu_threads or runtime.auto_cpu_threads(launch_config)
-    cpus = runtime.start_backend(threads)
+    launch_config = RunConfig(num_envs=args.envs[0], num_steps=args.steps, devices=args.devices,
+                              cpu_threads=args.cpu_threads)
+    cpus = runtime.start_backend(runtime.resolve_cpu_threads(launch_config))
     import jax
     import numpy as np
 

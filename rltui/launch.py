@@ -102,9 +102,7 @@ def launch(args, spec=None) -> int:
         from rltui import multiprocess
 
         multiprocess.initialize(spec)  # before any other JAX use
-    # A multi-process run keeps XLA's default pool unless told otherwise: its processes
-    # may sit on machines unlike this one.
-    runtime.start_backend(config.cpu_threads or (0 if spec else runtime.auto_cpu_threads(config)))
+    runtime.start_backend(runtime.resolve_cpu_threads(config, multi_process=spec is not None))
     try:
         devices = multiprocess.select_devices(config.devices) if spec else runtime.select_devices(config.devices)
         check_devices(config, len(devices))

@@ -43,10 +43,14 @@ def configure_jax(host_devices: int, compile_cache: bool) -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
-def auto_cpu_threads(config) -> int:
-    """`cpu_threads = 0` resolved for `config` (a RunConfig): 1 for a single device running
-    an MLP on small minibatches (see SMALL_STEP_MACS), else 0 (XLA's default: every CPU)."""
-    if config.devices > 1 or config.network != "mlp":
+def resolve_cpu_threads(config, multi_process: bool = False) -> int:
+    """The XLA CPU worker threads to start `config` (a RunConfig) with, for `start_backend`:
+    its `cpu_threads` when set; automatic (0) resolves to 1 for a single device running an
+    MLP on small minibatches (see SMALL_STEP_MACS), else 0 (XLA's default: every CPU). A
+    multi-process run keeps the default: its processes may sit on machines unlike this one."""
+    if config.cpu_threads:
+        return config.cpu_threads
+    if multi_process or config.devices > 1 or config.network != "mlp":
         return 0
     samples = config.num_envs * config.num_steps * config.num_seeds
     if config.algo == "ppo":

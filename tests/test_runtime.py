@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from rltui.config import RunConfig
-from rltui.runtime import auto_cpu_threads
+from rltui.runtime import resolve_cpu_threads
 
 
 @pytest.mark.parametrize(
@@ -25,10 +25,11 @@ from rltui.runtime import auto_cpu_threads
         ({"hidden_sizes": (512, 512)}, 0),
         ({"network": "cnn", "env": "Breakout-MinAtar"}, 0),
         ({"devices": 2}, 0),
+        ({"cpu_threads": 3, "num_envs": 64}, 3),  # set by the user: taken as it is
     ],
 )
 def test_one_worker_thread_only_for_a_single_device_and_small_minibatch_steps(changes, threads):
-    assert auto_cpu_threads(RunConfig(**changes)) == threads
+    assert resolve_cpu_threads(RunConfig(**changes)) == threads
 
 
 PROBE = textwrap.dedent("""
@@ -61,3 +62,8 @@ def test_start_backend_sizes_xla_worker_pool_and_gives_every_thread_all_cpus_bac
     # the one worker still runs on any CPU, as does every other thread
     assert all(mask == one["before"] for mask in one["masks"])
     assert one["total"] == default["total"] == 256.0 ** 3
+
+
+def test_a_multi_process_run_keeps_xla_default_unless_set():
+    assert resolve_cpu_threads(RunConfig(), multi_process=True) == 0
+    assert resolve_cpu_threads(RunConfig(cpu_threads=1), multi_process=True) == 1
