@@ -6,6 +6,7 @@ gymnax takes over a second to import, so it is imported inside `make_env` only.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 # Environments the trainers support: Box observations, Discrete or Box actions.
@@ -43,6 +44,9 @@ class EnvSpec:
     num_actions: int  # discrete: number of actions; continuous: action dimension
     action_low: Any = None  # continuous only: arrays of shape (num_actions,)
     action_high: Any = None
+    # key -> `presampled_reset.StepDraw`: a step's randomness, drawn before the rollout's
+    # time loop and passed to `env.step` in place of its key. None: plain keys.
+    draw_step: Any = None
 
     @property
     def obs_size(self) -> int:
@@ -61,17 +65,21 @@ def make_env(env_id: str) -> EnvSpec:
     from gymnax.wrappers.purerl import FlattenObservationWrapper, LogWrapper
 
     base_id, kept = MASKED_ENVS.get(env_id, (env_id, None))
+    from trainers.presampled_reset import PresampledResetWrapper
+
     base, params = gymnax.make(base_id)
     obs_shape = tuple(int(d) for d in base.observation_space(params).shape)
     space = base.action_space(params)
-    flat = FlattenObservationWrapper(base)
+    presampled = PresampledResetWrapper(base)
+    draw_step = functools.partial(presampled.draw_step, params=params)
+    flat = FlattenObservationWrapper(presampled)
     if kept is not None:
         from trainers.masked_env import MaskObservationWrapper
 
         flat, obs_shape = MaskObservationWrapper(flat, kept), (len(kept),)
     env = LogWrapper(flat)
     if isinstance(space, spaces.Discrete):
-        return EnvSpec(env_id, env, params, obs_shape, True, int(space.n))
+        return EnvSpec(env_id, env, params, obs_shape, True, int(space.n), draw_step=draw_step)
     low = np.broadcast_to(np.asarray(space.low, np.float32), space.shape)
     high = np.broadcast_to(np.asarray(space.high, np.float32), space.shape)
-    return EnvSpec(env_id, env, params, obs_shape, False, int(np.prod(space.shape)), low, high)
+    return EnvSpec(env_id, env, params, obs_shape, False, int(np.prod(space.shape)), low, high, draw_step)

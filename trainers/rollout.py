@@ -78,8 +78,10 @@ def rollout_randomness(
     """All keys of a rollout, drawn before the time scan in a few batched RNG calls instead
     of several per step (on CPU each RNG call is a small loop, and per-op overhead dominates
     at few envs). Each env's keys come from its global index, so results do not depend on
-    how envs are split over devices. Returns (next key, policy noise, env step keys), the
-    last two shaped (time, env, ...).
+    how envs are split over devices. Returns (next key, policy noise, env step inputs), the
+    last two shaped (time, env, ...); the step inputs are keys, or, for a spec with
+    `draw_step`, each key's split and reset state drawn here rather than inside the time
+    loop (`presampled_reset`).
 
     `noise_hold` > 1 keeps each env's policy noise for that many steps (restarting with each
     rollout): temporally correlated exploration, as SB3's `sde_sample_freq` does. Every
@@ -92,7 +94,10 @@ def rollout_randomness(
     noise = jax.vmap(jax.vmap(lambda k: _policy_noise(k, spec)))(keys[:, :, 0])
     if noise_hold > 1:
         noise = noise[(np.arange(num_steps) // noise_hold) * noise_hold]
-    return key, noise, keys[:, :, 1]
+    step_keys = keys[:, :, 1]
+    if spec.draw_step is not None:
+        step_keys = jax.vmap(jax.vmap(spec.draw_step))(step_keys)
+    return key, noise, step_keys
 
 
 def rollout(

@@ -1,0 +1,64 @@
+"""gymnax's auto-reset with each step's randomness drawn ahead of the time loop.
+
+gymnax's `step` splits its key and draws a fresh reset state on every step, whether or not
+the episode ends: two RNG calls inside the rollout's `lax.scan`. On CPU each threefry call
+lowers to a small rolled loop, and at a few envs those two calls were about a tenth of a
+whole PPO update. Here the split and the reset draws happen before the scan, for every
+(time, env) in a few batched calls (`draw_step`, vmapped), and `step` consumes the result.
+The values are exactly gymnax's: the same split of the same key, the same reset draw.
+
+Kept apart from `envs.py` because it subclasses gymnax's wrapper base, and gymnax is
+imported lazily (it is slow to import).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+from gymnax.wrappers.purerl import GymnaxWrapper
+
+
+@struct.dataclass
+class StepDraw:
+    """One env step's randomness, drawn ahead: the key of the transition and the state (and
+    observation) the env restarts from if this step ends the episode."""
+
+    key: jax.Array
+    reset_obs: Any
+    reset_state: Any
+
+
+class PresampledResetWrapper(GymnaxWrapper):
+    """Wraps a gymnax base env (below the observation and logging wrappers, which pass the
+    step's first argument through untouched). `step` takes a `StepDraw` from `draw_step`;
+    given a plain key it is gymnax's own `step`."""
+
+    def draw_step(self, key: jax.Array, params) -> StepDraw:
+        """What gymnax's `step(key, ...)` would draw: the same split, the same reset."""
+        key_step, key_reset = jax.random.split(key)
+        reset_obs, reset_state = self._env.reset_env(key_reset, params)
+        return StepDraw(key_step, reset_obs, reset_state)
+
+    @functools.partial(jax.jit, static_argnames=("self",))
+    def step(self, key, state, action, params=None):
+        if not isinstance(key, StepDraw):
+            return self._env.step(key, state, action, params)
+        if params is None:
+            params = self._env.default_params
+        obs, next_state, reward, terminated, info = self._env.step_env(key.key, state, action, params)
+        truncated = self._env.is_truncated(next_state, params)
+        done = jnp.logical_or(terminated, truncated)
+        select = lambda reset, stepped: jax.lax.select(done, reset, stepped)  # noqa: E731
+        info = {**info, "terminated": terminated, "truncated": truncated, "final_observation": obs}
+        return (
+            jax.tree.map(select, key.reset_obs, obs),
+            jax.tree.map(select, key.reset_state, next_state),
+            reward,
+            terminated,
+            truncated,
+            info,
+        )
