@@ -64,9 +64,9 @@ def make_env(env_id: str) -> EnvSpec:
     from gymnax.environments import spaces
     from gymnax.wrappers.purerl import FlattenObservationWrapper, LogWrapper
 
-    base_id, kept = MASKED_ENVS.get(env_id, (env_id, None))
     from trainers.presampled_reset import PresampledResetWrapper
 
+    base_id, kept = MASKED_ENVS.get(env_id, (env_id, None))
     base, params = gymnax.make(base_id)
     obs_shape = tuple(int(d) for d in base.observation_space(params).shape)
     space = base.action_space(params)
