@@ -14,7 +14,8 @@ fixes it): the pool is per process, and the launcher's choice differs by batch s
 Each figure excludes compilation and is the median of --repeats runs, after --warmup untimed
 rounds (a first execution pays one-off costs, buffers and threads, that a long run amortises,
 and it would fall on whichever measure runs first); (a)/(b) is the
-session's overhead (target >= 0.97); (b)/(d) is rltui's trainer against the reference.
+session's overhead (target >= 0.97); (b)/(d) is rltui's trainer against the reference, and
+(a)/(d) rltui as `--no-ui` runs it against the reference.
 On a shared machine speed swings by tens of percent within seconds, in wall and in CPU
 time alike, so (a)/(b) is noisy; the share of the session's wall time spent outside its
 compiled chunks (host work: commands, records, listeners) is the figure load hardly moves.
@@ -214,6 +215,9 @@ def main() -> None:
             print(f"  (d) reference  {fmt(stats['reference'], ' SPS')}  (its return, last 10 updates: "
                   f"{reference_returns[-1]:.1f})")
             print(f"  (b)/(d) median {np.median(versus):.3f}  (per run: {', '.join(f'{r:.3f}' for r in versus)})")
+            # what a user gets: rltui as `--no-ui` runs it, against the reference trainer
+            overall = [a / d for a, d in zip(results["session"], results["reference"])]
+            print(f"  (a)/(d) median {np.median(overall):.3f}  (per run: {', '.join(f'{r:.3f}' for r in overall)})")
         per_cpu = ", ".join(f"{name} {np.median(cpu[name]):,.0f}" for name in measures)
         print(f"  env steps per CPU-second: {per_cpu} ({os.cpu_count()} cores)")
 
