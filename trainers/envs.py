@@ -62,6 +62,7 @@ def make_env(env_id: str) -> EnvSpec:
     import gymnax
     import numpy as np
     from gymnax.environments import spaces
+    from gymnax.environments.environment import Environment
     from gymnax.wrappers.purerl import FlattenObservationWrapper, LogWrapper
 
     from trainers.presampled_reset import PresampledResetWrapper
@@ -70,9 +71,11 @@ def make_env(env_id: str) -> EnvSpec:
     base, params = gymnax.make(base_id)
     obs_shape = tuple(int(d) for d in base.observation_space(params).shape)
     space = base.action_space(params)
-    presampled = PresampledResetWrapper(base)
-    draw_step = functools.partial(presampled.draw_step, params=params)
-    flat = FlattenObservationWrapper(presampled)
+    draw_step = None
+    if type(base).step is Environment.step:  # an env with its own `step` (DeepSea) keeps it
+        base = PresampledResetWrapper(base)
+        draw_step = functools.partial(base.draw_step, params=params)
+    flat = FlattenObservationWrapper(base)
     if kept is not None:
         from trainers.masked_env import MaskObservationWrapper
 
