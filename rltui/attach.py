@@ -21,6 +21,7 @@ def _error(message: str) -> int:
 def cmd_attach(args) -> int:
     from rltui.config import ConfigError, build_config
     from rltui.session.remote import AttachError, RemoteSession
+    from rltui.ui import can_show_dashboard
     from rltui.ui.themes import check_theme
 
     try:
@@ -36,6 +37,12 @@ def cmd_attach(args) -> int:
     except ConfigError as err:
         remote.close()
         return _error(f"{args.run_dir}: the run's configuration is not one this rltui knows ({err})")
+    if not can_show_dashboard():
+        remote.close()
+        return _error(
+            "the dashboard needs a terminal (standard input or output is redirected); "
+            f"from a browser: rltui serve {shlex.quote(str(args.run_dir))}"
+        )
 
     from rltui.session.devices import DeviceSampler
     from rltui.ui.runner import run_dashboard

@@ -16,13 +16,14 @@ EXIT_USAGE = 2
 def _keys_epilog() -> str:
     defaults = RunConfig()
     lines = ["configuration keys (TOML file or --set; * = editable while training):"]
+    width = max(len(key) for key in KEYS) + 1
     for key, info in KEYS.items():
         value = getattr(defaults, key)
         if isinstance(value, tuple):
             value = list(value)
         elif isinstance(value, bool):
             value = str(value).lower()
-        lines.append(f"  {key + ('*' if info.dynamic else ''):<17} {info.meaning} (default: {value})")
+        lines.append(f"  {key + ('*' if info.dynamic else ''):<{width}} {info.meaning} (default: {value})")
     lines.append("")
     lines.append(
         "precedence: built-in defaults < the env's tuned preset (`rltui envs` lists them; --no-preset skips it)"

@@ -129,7 +129,7 @@ KEYS: dict[str, KeyInfo] = {
     "env": KeyInfo("gymnax environment id (`rltui envs` lists them)"),
     "algo": KeyInfo("training algorithm: " + ", ".join(ALGOS)),
     "seed": KeyInfo("random seed: same seed, same machine, same metrics"),
-    "total_timesteps": KeyInfo("environment steps to train for (rounded down to whole updates)"),
+    "total_timesteps": KeyInfo("environment steps to train for (rounded down to whole updates, at least one)"),
     "num_envs": KeyInfo("parallel environments (split evenly across devices)"),
     "num_steps": KeyInfo("steps per environment in each rollout"),
     "num_minibatches": KeyInfo("minibatches per epoch; must divide num_steps (gru: num_envs per device)"),
@@ -159,7 +159,7 @@ KEYS: dict[str, KeyInfo] = {
     "max_grad_norm": KeyInfo("global gradient norm clip", dynamic=True),
     "baseline": KeyInfo("reinforce: subtract a learned value baseline V(s) from the return", dynamic=True),
     "normalize_returns": KeyInfo("reinforce: normalise the returns (advantages) over each batch", dynamic=True),
-    "devices": KeyInfo("devices to split environments over; 0 = automatic"),
+    "devices": KeyInfo("devices to split environments over; 0 = automatic (all GPUs, or one CPU device); on a CPU-only machine N > 1 splits the CPU into N host devices"),
     "cpu_threads": KeyInfo("XLA's CPU worker threads; 0 = automatic: 1 for an MLP on small minibatches (faster "
                            "there, and leaves the other cores free), otherwise one per CPU"),
     "chunk_seconds": KeyInfo("target wall time of one chunk of updates (latency of pause/edit)"),
@@ -366,7 +366,7 @@ def check_devices(config: RunConfig, num_devices: int) -> None:
     if config.num_envs % num_devices:
         raise ConfigError(
             f"num_envs: {config.num_envs} environments cannot be split evenly over {num_devices} devices; "
-            f"use a multiple of {num_devices}, or set devices"
+            f"use a multiple of {num_devices}, or set devices to a count that divides {config.num_envs}"
         )
     per_device = config.num_envs // num_devices
     if config.network == "gru" and config.algo == "ppo" and per_device % config.num_minibatches:

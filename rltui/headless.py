@@ -9,9 +9,10 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, TextColumn
 from rich.text import Text
 
 from rltui.session import MetricsSnapshot, SessionEvent, SessionListener, SessionState, TrainingSession
@@ -23,8 +24,21 @@ def _fmt_return(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f}"
 
 
+def _fmt_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
+
+
+def _updates(count: int) -> str:
+    return f"{count} update" + ("" if count == 1 else "s")
+
+
 class ProgressListener(SessionListener):
-    """Shows env steps, SPS, latest mean return and ETA."""
+    """Shows env steps, SPS, latest mean return and ETA. The ETA is the session's (from the
+    latest chunk's speed), shown from the second chunk on: the first is a single update that
+    also pays one-off start costs, and its speed would put the ETA several times too far."""
 
     def __init__(self, console: Console, total_env_steps: int, plain_interval: float = 5.0):
         self.console = console
@@ -32,6 +46,8 @@ class ProgressListener(SessionListener):
         self.plain_interval = plain_interval
         self._last_plain = 0.0
         self.latest_return: float | None = None
+        self._chunks = 0
+        self._stopping = False
         self._lock = threading.Lock()
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
@@ -39,13 +55,12 @@ class ProgressListener(SessionListener):
             TextColumn("{task.completed:,.0f}/{task.total:,.0f} steps"),
             TextColumn("{task.fields[sps]} SPS"),
             TextColumn("return {task.fields[ret]}"),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            TextColumn("ETA {task.fields[eta]}"),
             console=console,
             transient=False,
             disable=not self.interactive,
         )
-        self.task = self.progress.add_task("compiling", total=total_env_steps, sps="—", ret="—")
+        self.task = self.progress.add_task("compiling", total=total_env_steps, sps="—", ret="—", eta="—")
 
     def __enter__(self):
         self.progress.start()
@@ -55,17 +70,23 @@ class ProgressListener(SessionListener):
         self.progress.stop()
 
     def on_state(self, state: SessionState, message: str | None) -> None:
-        self.progress.update(self.task, description=state.value)
+        self._stopping = self._stopping or state is SessionState.STOPPING
+        description = "stopped" if state is SessionState.FINISHED and self._stopping else state.value
+        cut_short = state is SessionState.ERROR or description == "stopped"
+        self.progress.update(self.task, description=description, **({"eta": "—"} if cut_short else {}))
 
     def on_metrics(self, snapshot: MetricsSnapshot) -> None:
         self.latest_return = snapshot.latest_return
+        self._chunks += 1
         ret = _fmt_return(snapshot.latest_return)
-        self.progress.update(self.task, completed=snapshot.env_steps, sps=f"{snapshot.sps:,.0f}", ret=ret)
-        now = time.monotonic()
         done = snapshot.update >= snapshot.total_updates
+        eta = None if self._chunks < 2 and not done else snapshot.eta_seconds
+        self.progress.update(
+            self.task, completed=snapshot.env_steps, sps=f"{snapshot.sps:,.0f}", ret=ret, eta=_fmt_eta(eta)
+        )
+        now = time.monotonic()
         if not self.interactive and (done or now - self._last_plain >= self.plain_interval):
             self._last_plain = now
-            eta = snapshot.eta_seconds
             self.console.print(
                 f"update {snapshot.update}/{snapshot.total_updates}  steps {snapshot.env_steps:,}  "
                 f"sps {snapshot.sps:,.0f}  return {ret}  eta {'—' if eta is None else f'{eta:.0f}s'}",
@@ -97,13 +118,15 @@ def run_headless(
     *,
     attachable: bool = False,
     peer_label: str | None = None,
+    on_abort: Callable[[], None] | None = None,
 ) -> int:
     """Run `session` to the end with a progress display. Ctrl+C or SIGTERM stop it at the
     next chunk boundary; a second Ctrl+C quits at once. Returns the process exit code.
     `attachable`: the run listens on its control socket; say how to attach.
     `peer_label` ("process I of N"): one process of a multi-process run; it ends by printing
     the digest of its parameters, equal on every process. `run_dir` None: process 0 writes
-    the run files, this process none."""
+    the run files, this process none. `on_abort`: what must still happen when a second Ctrl+C
+    quits at once (remove the control socket)."""
     console = console or Console(stderr=True, soft_wrap=True)
     if attachable:
         console.print(Text(f"Dashboard from another terminal: rltui attach {shlex.quote(str(run_dir))}"), style="dim")
@@ -115,6 +138,9 @@ def run_headless(
 
     def on_signal(signum, frame):
         if signum == signal.SIGINT and interrupts:
+            listener.progress.stop()  # or its last redraw lands below the message
+            if on_abort is not None:
+                on_abort()
             console.print(Text(f"Aborted. Run files: {run_dir}" if run_dir else "Aborted.", style="red"))
             os._exit(130)  # run files are flushed at every chunk boundary
         interrupts.append(signum)
@@ -146,7 +172,7 @@ def run_headless(
     verb = "Stopped" if session.stopped_early else "Finished"
     return finish(
         Text(
-            f"{verb} after {session.updates_done} updates ({session.env_steps:,} env steps), "
+            f"{verb} after {_updates(session.updates_done)} ({session.env_steps:,} env steps), "
             f"latest mean return {_fmt_return(listener.latest_return)}."
         ),
         EXIT_OK,

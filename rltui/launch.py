@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rltui.config import ConfigError, RunConfig, build_config, check_devices, load_toml, parse_overrides, resume_config
+from rltui.ui import can_show_dashboard
 
 EXIT_USAGE = 2
 
@@ -86,8 +87,18 @@ def launch(args, spec=None) -> int:
     except (ConfigError, LaunchError) as err:
         return _error(str(err))
 
+    headless = args.no_ui
+    if not headless and not can_show_dashboard():
+        print(
+            "rltui: no terminal for the dashboard (standard input or output is redirected); "
+            "running headless, as with --no-ui",
+            file=sys.stderr,
+        )
+        headless = True
+    if headless and args.theme:
+        print("rltui: warning: --theme has no effect without the dashboard", file=sys.stderr)
     theme = None
-    if not args.no_ui:
+    if not headless:
         try:
             from rltui.ui.themes import check_theme
 
@@ -126,11 +137,15 @@ def launch(args, spec=None) -> int:
     session, recorder = build_session(config, devices, run_dir, resume[1] if resume else None, spec)
     server = start_control_server(session, run_dir, config)
     try:
-        if args.no_ui:
+        if headless:
             from rltui.headless import run_headless
 
             return run_headless(
-                session, run_dir, attachable=server is not None, peer_label=spec.label if spec else None
+                session,
+                run_dir,
+                attachable=server is not None,
+                peer_label=spec.label if spec else None,
+                on_abort=server.remove_socket if server is not None else None,
             )
         from rltui.ui.runner import run_dashboard
 

@@ -273,6 +273,17 @@ def test_rltui_attach_in_a_terminal_detaches_with_q(tmp_path):
         assert fake.state is SessionState.RUNNING and fake.commands == []
 
 
+def test_attach_without_a_terminal_is_one_line_and_exit_2(tmp_path):
+    # Output captured: no terminal to draw on, nor keys to quit with; the job is untouched.
+    with served(tmp_path) as (fake, _):
+        result = rltui(["attach", str(tmp_path)], tmp_path, timeout=60)
+        assert result.returncode == 2, result.stderr
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and "the dashboard needs a terminal" in lines[0], result.stderr
+        assert f"rltui serve {tmp_path}" in lines[0]
+        assert fake.state is SessionState.RUNNING and fake.commands == []
+
+
 def test_attach_and_serve_help(tmp_path):
     attach = rltui(["attach", "--help"], tmp_path, timeout=30)
     assert attach.returncode == 0 and "RUN_DIR" in attach.stdout and "detaches" in attach.stdout

@@ -368,7 +368,8 @@ def _assert_stopped_early(run_dir: Path, stderr: str) -> None:
     kinds = [e["kind"] for e in events]
     assert "stopping" in kinds and kinds[-1] == "finished", (kinds, stderr[-3000:])
     assert events[-1]["update"] == len(records)
-    assert f"Stopped after {len(records)} updates" in stderr, stderr[-2000:]
+    updates = f"{len(records)} update" + ("" if len(records) == 1 else "s")
+    assert f"Stopped after {updates} (" in stderr, stderr[-2000:]
     assert "Traceback" not in stderr
 
 
@@ -394,7 +395,7 @@ def test_sigint_stops_cleanly(tmp_path, shared_cache):
 # --- the headless report, driven by a fake trainer (no JAX) -------------------------------
 
 _FAKE_HEADLESS = """
-import math, sys
+import math, sys, time
 from pathlib import Path
 from rltui.headless import run_headless
 from rltui.session import TrainingSession
@@ -409,6 +410,9 @@ class Fake:
     def build(self, hp):
         pass
     def run_chunk(self, n, hp):
+        if self.mode == "slow":  # a chunk in flight long enough for two Ctrl+C
+            (run_dir.parent / "started").touch()
+            time.sleep(1.0)
         rows = []
         for _ in range(n):
             self.done += 1
@@ -424,7 +428,7 @@ class Fake:
 
 mode, run_dir = sys.argv[1], Path(sys.argv[2])
 session = TrainingSession(Fake(mode), DynamicHParams.create(), 6)
-sys.exit(run_headless(session, run_dir))
+sys.exit(run_headless(session, run_dir, on_abort=lambda: (run_dir.parent / "aborted").touch()))
 """
 
 
@@ -461,3 +465,47 @@ def test_headless_nonfinite_stops_and_exits_3(tmp_path):
     assert result.returncode == 3, result.stderr
     assert "diverged" in result.stderr
     assert "Finished" not in result.stderr
+
+
+def test_headless_second_ctrl_c_quits_at_once_and_cleans_up(tmp_path):
+    run_dir = tmp_path / "r"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_FAKE_HEADLESS), "slow", str(run_dir)],
+        cwd=tmp_path, env=cli_env(tmp_path / ".cache-unused"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)  # the first is handled (a stop is requested); the chunk is still in flight
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "next chunk boundary" in stderr and f"Aborted. Run files: {run_dir}" in stderr, stderr
+    assert (tmp_path / "aborted").exists()  # launch removes the control socket there
+    assert "Traceback" not in stderr
+
+
+def test_launch_without_a_terminal_runs_headless(tmp_path, shared_cache):
+    """`rltui launch` with output redirected (CI, a pipe) would draw a dashboard nobody can
+    quit: it runs headless instead, and says so."""
+    run_dir = tmp_path / "run"
+    result = python(
+        _GUARD + """
+from rltui.cli import main
+rc = main(sys.argv[1:])
+print("RC", rc)
+print("LEAKED", leaked())
+""",
+        tmp_path, cache=shared_cache, timeout=400,
+        args=["launch", "--run-dir", str(run_dir), "--set", "total_timesteps=512", *TINY],
+    )
+    assert "RC 0" in result.stdout, result.stdout + result.stderr[-3000:]
+    assert "running headless" in result.stderr, result.stderr[-3000:]
+    assert "LEAKED []" in result.stdout, result.stdout
+    assert len(read_jsonl(run_dir / "metrics.jsonl")) == 2
+    assert not (run_dir / "control.sock").exists()

@@ -139,6 +139,19 @@ def test_socket_is_owner_only_and_removed_on_close(tmp_path):
     assert not path.exists()
 
 
+def test_remove_socket_alone_before_an_abrupt_exit(tmp_path):
+    # A second Ctrl+C exits at once, without `close`: the socket file must still go, and
+    # a newer run's socket in its place must stay.
+    with served(tmp_path) as (_, server):
+        server.remove_socket()
+        assert not (tmp_path / SOCKET_NAME).exists()
+        newer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        newer.bind(str(tmp_path / SOCKET_NAME))
+        server.remove_socket()
+        assert (tmp_path / SOCKET_NAME).exists()
+        newer.close()
+
+
 def test_a_slow_client_is_dropped_without_slowing_training(tmp_path):
     with served(tmp_path, max_backlog=64 * 1024) as (fake, server):
         stuck = LineClient(server.path)  # connects and never reads

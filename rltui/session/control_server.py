@@ -346,8 +346,13 @@ class ControlServer(SessionListener):
             if sock is not None:
                 sock.close()
         self._selector.close()
+        self.remove_socket()
+
+    def remove_socket(self) -> None:
+        """Remove the socket file (and its pointer), only if it is still ours, not a newer
+        run's. `close` does it; a process about to exit abruptly calls it alone."""
         with contextlib.suppress(OSError):
-            if self.path is not None and os.stat(self.path).st_ino == self._inode:  # ours, not a newer run's
+            if self.path is not None and os.stat(self.path).st_ino == self._inode:
                 self.path.unlink()
         if self._pointer is not None:
             self._pointer.unlink(missing_ok=True)

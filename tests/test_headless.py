@@ -1,0 +1,85 @@
+"""The headless progress display (`rltui.headless.ProgressListener`), fed snapshots by hand."""
+
+from __future__ import annotations
+
+import io
+from types import MappingProxyType
+
+from rich.console import Console
+
+from rltui.headless import ProgressListener
+from rltui.session import MetricsSnapshot, SessionState
+
+STEPS = 100  # env steps per update
+TOTAL = 100  # updates
+
+
+def snapshot(update: int, sps: float) -> MetricsSnapshot:
+    return MetricsSnapshot(
+        state=SessionState.RUNNING,
+        update=update,
+        total_updates=TOTAL,
+        env_steps=update * STEPS,
+        total_env_steps=TOTAL * STEPS,
+        elapsed=1.0,
+        sps=sps,
+        hparams=MappingProxyType({}),
+        new_records=(),
+        history=MappingProxyType({"episode_return": (20.0,)}),
+        history_env_steps=(update * STEPS,),
+    )
+
+
+def bar(terminal: bool = True) -> tuple[ProgressListener, io.StringIO]:
+    out = io.StringIO()
+    return ProgressListener(Console(file=out, force_terminal=terminal, width=120), TOTAL * STEPS), out
+
+
+def shown(listener: ProgressListener) -> tuple[str, str]:
+    task = listener.progress.tasks[0]
+    return task.description, task.fields["eta"]
+
+
+def test_eta_waits_for_the_second_chunk():
+    # The first chunk is one update paying start-up costs: its speed is not the run's.
+    listener, _ = bar()
+    listener.on_state(SessionState.RUNNING, None)
+    listener.on_metrics(snapshot(1, sps=100.0))
+    assert shown(listener) == ("running", "—")
+    listener.on_metrics(snapshot(10, sps=1000.0))
+    assert shown(listener) == ("running", "0:00:09")  # 90 updates x 100 steps at 1000 SPS
+
+
+def test_eta_of_a_long_run_counts_hours():
+    listener, _ = bar()
+    listener.on_metrics(snapshot(1, sps=1.0))
+    listener.on_metrics(snapshot(2, sps=1.0))
+    assert shown(listener)[1] == "2:43:20"  # 9800 s
+
+
+def test_stopped_run_says_stopped_and_drops_its_eta():
+    listener, _ = bar()
+    listener.on_state(SessionState.RUNNING, None)
+    listener.on_metrics(snapshot(1, sps=1000.0))
+    listener.on_metrics(snapshot(10, sps=1000.0))
+    listener.on_state(SessionState.STOPPING, None)
+    listener.on_state(SessionState.FINISHED, None)
+    assert shown(listener) == ("stopped", "—")
+
+
+def test_finished_run_says_finished():
+    listener, _ = bar()
+    listener.on_state(SessionState.RUNNING, None)
+    listener.on_metrics(snapshot(1, sps=1000.0))
+    listener.on_metrics(snapshot(TOTAL, sps=1000.0))
+    listener.on_state(SessionState.FINISHED, None)
+    assert shown(listener) == ("finished", "0:00:00")
+
+
+def test_plain_lines_when_not_a_terminal():
+    listener, out = bar(terminal=False)
+    listener.on_metrics(snapshot(1, sps=100.0))
+    listener.on_metrics(snapshot(TOTAL, sps=1000.0))
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("update 1/100  steps 100  sps 100  return 20.0  eta —"), lines
+    assert lines[-1].endswith("eta 0s"), lines
