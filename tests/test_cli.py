@@ -308,17 +308,21 @@ print("LEAKED", leaked())
     assert "LEAKED []" in result.stdout, result.stdout + result.stderr
 
 
-def test_headless_run_does_not_import_dashboard(tmp_path, shared_cache):
-    run_dir = tmp_path / "run"
-    result = python(
-        _GUARD + """
+def guarded_main(args: list[str], cwd: Path, cache: Path) -> subprocess.CompletedProcess:
+    """`rltui ARGS` in-process under the import guard; prints RC and LEAKED."""
+    code = _GUARD + """
 from rltui.cli import main
 rc = main(sys.argv[1:])
 print("RC", rc)
 print("LEAKED", leaked())
-""",
-        tmp_path, cache=shared_cache, timeout=400,
-        args=["launch", "--no-ui", "--run-dir", str(run_dir), "--set", "total_timesteps=512", *TINY],
+"""
+    return python(code, cwd, cache=cache, timeout=400, args=args)
+
+
+def test_headless_run_does_not_import_dashboard(tmp_path, shared_cache):
+    run_dir = tmp_path / "run"
+    result = guarded_main(
+        ["launch", "--no-ui", "--run-dir", str(run_dir), "--set", "total_timesteps=512", *TINY], tmp_path, shared_cache
     )
     assert "RC 0" in result.stdout, result.stdout + result.stderr[-3000:]
     assert "LEAKED []" in result.stdout, result.stdout
@@ -494,16 +498,7 @@ def test_launch_without_a_terminal_runs_headless(tmp_path, shared_cache):
     """`rltui launch` with output redirected (CI, a pipe) would draw a dashboard nobody can
     quit: it runs headless instead, and says so."""
     run_dir = tmp_path / "run"
-    result = python(
-        _GUARD + """
-from rltui.cli import main
-rc = main(sys.argv[1:])
-print("RC", rc)
-print("LEAKED", leaked())
-""",
-        tmp_path, cache=shared_cache, timeout=400,
-        args=["launch", "--run-dir", str(run_dir), "--set", "total_timesteps=512", *TINY],
-    )
+    result = guarded_main(["launch", "--run-dir", str(run_dir), "--set", "total_timesteps=512", *TINY], tmp_path, shared_cache)
     assert "RC 0" in result.stdout, result.stdout + result.stderr[-3000:]
     assert "running headless" in result.stderr, result.stderr[-3000:]
     assert "LEAKED []" in result.stdout, result.stdout
