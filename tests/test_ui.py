@@ -155,6 +155,39 @@ def test_invalid_edit_is_refused_in_the_editor(tmp_path):
     run_scenario(fake, tmp_path, scenario)
 
 
+def test_moving_to_another_field_clears_the_refused_value(tmp_path):
+    """Text typed for lr (and refused) must not become the start of gamma's value."""
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await pilot.press("e", "minus", "1", "e", "minus", "4", "enter")
+        editor = app.screen
+        assert editor.error_text.startswith("lr: expected")
+        await pilot.press("down")
+        assert editor.field == "gamma"
+        assert editor.query_one("#editor-value").value == "" and editor.error_text == ""
+        await pilot.press("0", ".", "9", "enter")
+        assert fake.commands_of(SetHParams) == [SetHParams({"gamma": 0.9})]
+
+    run_scenario(fake, tmp_path, scenario)
+
+
+def test_editor_opens_on_the_first_field_every_time(tmp_path):
+    """Users count their down presses from lr, whatever they edited last."""
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await pilot.press("e", "down", "0", ".", "9", "8", "enter")  # gamma
+        await pilot.press("e")
+        editor = app.screen
+        assert editor.field == "lr" and editor.query_one("#editor-fields").highlighted == 0
+        assert editor.query_one("#editor-value").value == ""
+        await pilot.press("down", "0", ".", "9", "5", "enter")  # gamma again
+        assert fake.commands_of(SetHParams) == [SetHParams({"gamma": 0.98}), SetHParams({"gamma": 0.95})]
+
+    run_scenario(fake, tmp_path, scenario)
+
+
 def test_save_checkpoint_submits_and_logs_the_answer(tmp_path):
     fake = FakeSession()
 

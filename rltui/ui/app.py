@@ -96,7 +96,6 @@ class DashboardApp(App[None]):
         self.pending_edits: dict[str, float] = {}
         self.latest = None  # the latest MetricsSnapshot
         self._compile_started: float | None = None
-        self._last_edited = "lr"
         self.quitting = False  # Stop sent; the app exits when the session has ended
         self.attached = session.outlives_client  # the run goes on without this dashboard
         self.dashboard = DashboardScreen(config, chart_interval=chart_interval)
@@ -313,14 +312,13 @@ class DashboardApp(App[None]):
             editor = HParamEditor(self.session.hparams.as_floats(), fields=ALGO_HPARAMS[self.config.algo])
             self.install_screen(editor, "hparam-editor")
         editor = self.get_screen("hparam-editor")
-        editor.prepare(self.session.hparams.as_floats(), self._last_edited)
+        editor.prepare(self.session.hparams.as_floats())
         self.push_screen(editor, self._edit_chosen)
 
     def _edit_chosen(self, change: dict[str, float] | None) -> None:
         if not change:
             return
         self.session.submit(SetHParams(change))
-        self._last_edited = next(iter(change))
         self.pending_edits.update(change)
         self.dashboard.hparams_panel.pending = dict(self.pending_edits)
         text = ", ".join(f"{k} → {fmt_value(v)}" for k, v in change.items())

@@ -47,11 +47,11 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
         Binding("down", "move_field(1)", "Next field", show=False),
     ]
 
-    def __init__(self, values: Mapping[str, float], field: str = "lr", fields: tuple[str, ...] = EDITABLE_HPARAMS):
+    def __init__(self, values: Mapping[str, float], fields: tuple[str, ...] = EDITABLE_HPARAMS):
         super().__init__()
         self.fields = tuple(fields)  # the live-editable keys of the run's algorithm
         self.values = dict(values)
-        self.field = field if field in self.fields else self.fields[0]
+        self.field = self.fields[0]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="editor-dialog"):
@@ -67,10 +67,11 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
     def _option(self, name: str) -> Option:
         return Option(f"{name:<14} {fmt_value(self.values.get(name))}", id=name)
 
-    def prepare(self, values: Mapping[str, float], field: str) -> None:
-        """Fresh values and a clean input for the next opening."""
+    def prepare(self, values: Mapping[str, float]) -> None:
+        """Fresh values and a clean input for the next opening, on the first field: users
+        count their down presses from it, whatever they edited last time."""
         self.values = dict(values)
-        self.field = field if field in self.fields else self.fields[0]
+        self.field = self.fields[0]
         if self.is_mounted:
             self._reset()
 
@@ -83,15 +84,21 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
         for name in self.fields:
             fields.replace_option_prompt(name, self._option(name).prompt)
         fields.highlighted = self.fields.index(self.field)
-        value = self.query_one("#editor-value", Input)
-        value.value = ""
         self._show_field()
-        value.focus()
+        self.query_one("#editor-value", Input).focus()
+
+    def _select_field(self, name: str) -> None:
+        if name != self.field:
+            self.field = name
+            self._show_field()
 
     def _show_field(self) -> None:
+        """The rule, the current value and an empty input for `self.field`: text typed
+        (or refused) for another field must not carry over into this one."""
         current = fmt_value(self.values.get(self.field))
         self.query_one("#editor-rule", Label).update(f"{self.field}: {hparam_rule(self.field)} (now {current})")
         value = self.query_one("#editor-value", Input)
+        value.value = ""
         value.placeholder = f"new {self.field}, e.g. {current}"
         self._set_error(None)
 
@@ -102,17 +109,19 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
 
     @on(OptionList.OptionHighlighted, "#editor-fields")
     def _field_highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        if event.option.id and event.option.id != self.field:
-            self.field = event.option.id
-            self._show_field()
+        if event.option.id:  # a click; keys have selected the field already
+            self._select_field(event.option.id)
 
     @on(OptionList.OptionSelected, "#editor-fields")
     def _field_clicked(self, event: OptionList.OptionSelected) -> None:
         self.query_one("#editor-value", Input).focus()
 
     def action_move_field(self, step: int) -> None:
-        fields = self.query_one("#editor-fields", OptionList)
-        fields.highlighted = ((fields.highlighted or 0) + step) % len(self.fields)
+        index = (self.fields.index(self.field) + step) % len(self.fields)
+        # Selected here rather than on the list's OptionHighlighted message: keys typed
+        # right after the arrow (a paste, a fast typist) must land in the cleared input.
+        self._select_field(self.fields[index])
+        self.query_one("#editor-fields", OptionList).highlighted = index
 
     @on(Input.Submitted, "#editor-value")
     def _value_submitted(self, event: Input.Submitted) -> None:
