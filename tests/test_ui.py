@@ -298,6 +298,32 @@ def test_quit_asks_while_training_and_stops_cleanly_mid_chunk(tmp_path):
     assert fake.join(TIMEOUT) and fake.state is SessionState.FINISHED
 
 
+def test_quit_question_says_what_training_is_doing(tmp_path):
+    fake = FakeSession()
+
+    def question(app) -> str:
+        return str(app.screen.query_one("#quit-question").content)
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        await pilot.press("q")
+        assert question(app) == "Training is running. Stop it and quit?"
+        await pilot.press("n", "p")
+        await until(pilot, lambda: status_text(app) == "paused")
+        await pilot.press("q")
+        assert question(app) == "Training is paused. Stop it and quit?"
+        assert str(app.screen.query_one("#quit-detail").content) == "Run files are kept."
+        await pilot.press("n")
+        fake.on_thread(fake.set_state, SessionState.COMPILING)
+        await until(pilot, lambda: app.session_state is SessionState.COMPILING)
+        await pilot.press("q")
+        assert question(app) == "Training is compiling. Stop it and quit?"
+        await pilot.press("n")
+        assert fake.commands_of(Stop) == []
+
+    run_scenario(fake, tmp_path, scenario)
+
+
 def test_second_quit_while_stopping_exits_at_once(tmp_path):
     """A compile cannot be interrupted: q again leaves without waiting for it."""
     fake = FakeSession()

@@ -381,7 +381,7 @@ class DashboardApp(App[None]):
         elif not self.is_live:
             self.exit()
         elif not isinstance(self.screen, QuitConfirm):
-            self.push_screen(QuitConfirm(), self._quit_answered)
+            self.push_screen(QuitConfirm(self.session_state, self.pending), self._quit_answered)
 
     def _quit_answered(self, stop: bool | None) -> None:
         if not stop:

@@ -10,21 +10,55 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
+from rltui.session import SessionState
+
+# What training is doing, by the session's state, or by the user's request that the
+# session has not confirmed yet (the status line's "pausing..." and "resuming...").
+_DOING = {
+    SessionState.IDLE: "starting",
+    SessionState.COMPILING: "compiling",
+    SessionState.RUNNING: "running",
+    SessionState.PAUSED: "paused",
+    "pausing": "pausing",
+    "resuming": "resuming",
+}
+# What happens before the run stops: nothing runs while paused; a compile cannot be cut short.
+_BEFORE_STOPPING = {
+    SessionState.COMPILING: "Run files are kept; the compile finishes first.",
+    SessionState.PAUSED: "Run files are kept.",
+}
+
 
 class QuitConfirm(ModalScreen[bool]):
+    """Worded by what training is doing: a paused run is not "running"."""
+
     BINDINGS = [
         Binding("y", "answer(True)", "Stop and quit"),
         Binding("n,escape", "answer(False)", "Keep training"),
     ]
     TITLE = "quit"
-    QUESTION = "Training is running. Stop it and quit?"
-    DETAIL = "Run files are kept; the chunk in flight finishes first."
     YES = "Stop and quit (y)"
+
+    def __init__(self, state: SessionState = SessionState.RUNNING, pending: str | None = None):
+        super().__init__()
+        self.state = state
+        self.pending = pending  # "pausing" or "resuming": asked, not confirmed yet
+
+    @property
+    def question(self) -> str:
+        doing = _DOING.get(self.pending) or _DOING.get(self.state, self.state.value)
+        return f"Training is {doing}. Stop it and quit?"
+
+    @property
+    def detail(self) -> str:
+        if self.pending is None and self.state in _BEFORE_STOPPING:
+            return _BEFORE_STOPPING[self.state]
+        return "Run files are kept; the chunk in flight finishes first."
 
     def compose(self) -> ComposeResult:
         with Vertical(id="quit-dialog"):
-            yield Label(self.QUESTION, id="quit-question")
-            yield Label(self.DETAIL, id="quit-detail")
+            yield Label(self.question, id="quit-question", markup=False)
+            yield Label(self.detail, id="quit-detail", markup=False)
             with Horizontal(id="quit-buttons"):
                 yield Button(self.YES, id="quit-yes", variant="error")
                 yield Button("Keep training (n)", id="quit-no", variant="primary")
@@ -49,6 +83,12 @@ class StopRunConfirm(QuitConfirm):
         Binding("n,escape", "answer(False)", "Keep training"),
     ]
     TITLE = "stop the run"
-    QUESTION = "Stop the run? Training ends for every client watching it."
-    DETAIL = "A final checkpoint is written; this dashboard stays open."
     YES = "Stop the run (y)"
+
+    @property
+    def question(self) -> str:
+        return "Stop the run? Training ends for every client watching it."
+
+    @property
+    def detail(self) -> str:
+        return "A final checkpoint is written; this dashboard stays open."
