@@ -3,7 +3,6 @@ hand over to the dashboard or the headless runner."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -61,25 +60,6 @@ def _resume_run_dir(checkpoint_path: Path) -> Path:
     return parent.parent if parent.name == "checkpoints" else parent
 
 
-def truncate_metrics(run_dir: Path, last_update: int) -> None:
-    """Drop metric records after the checkpoint's update (written after the last save,
-    before a crash), so a resumed run continues the curves without duplicates."""
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line cut short by a crash
-        if isinstance(record, dict) and record.get("update", 0) <= last_update:
-            kept.append(line + "\n")
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(kept), encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def launch(args, spec=None) -> int:
     """`spec`: a `multiprocess.DistributedSpec` when this is one process of a multi-process run."""
     try:
@@ -129,6 +109,8 @@ def launch(args, spec=None) -> int:
             path, _, metadata = resume
             run_dir = Path(args.run_dir) if args.run_dir else _resume_run_dir(path)
             write_config(run_dir, config)
+            from rltui.session.recorder import truncate_metrics
+
             truncate_metrics(run_dir, int(metadata["update"]))
         else:
             run_dir = prepare_run_dir(config, args.run_dir, name=args.name)

@@ -79,6 +79,7 @@ class FakeSession:
         self._state = SessionState.IDLE
         self._store = MetricsStore(4096)
         self._update = 0
+        self._saved = 0  # the update of the latest checkpoint (SaveCheckpoint)
         self._queue: queue.Queue = queue.Queue()
         self._chunk_done = threading.Event()
         self._chunk_done.set()
@@ -132,6 +133,15 @@ class FakeSession:
         for listener in self._listeners:
             listener.on_event(event)
         return event
+
+    def rollback_to(self, update: int) -> MetricsSnapshot:
+        """What the session does on a rollback to a checkpoint of `update`: forget the
+        history after it, say so (with its env steps), publish the new position."""
+        before, self._update = self._update, update
+        self._store.drop_after(update * self.steps_per_update)
+        self.event("rolled back", f"rolled back from update {before} to the checkpoint of update {update}",
+                   env_steps=update * self.steps_per_update)
+        return self.advance(0)
 
     def advance(self, updates: int, overrides: dict[int, dict[str, float]] | None = None) -> MetricsSnapshot:
         """Run `updates` fake updates (metrics from `metric_values`, with `overrides` per
@@ -208,8 +218,9 @@ class FakeSession:
                     text = ", ".join(f"{k} {old[k]:.6g} -> {v:.6g}" for k, v in values.items())
                     self.event("hparams", f"set {text}", changes=values, previous={k: old[k] for k in values})
                 elif isinstance(command, SaveCheckpoint):
+                    self._saved = self._update
                     self.event("checkpoint", f"checkpoint saved at update {self._update}")
                 elif isinstance(command, Rollback):
-                    self.event("rolled back", f"rolled back from update {self._update}")
+                    self.rollback_to(self._saved)
         finally:
             self._ended.set()

@@ -43,6 +43,18 @@ def test_hello_then_the_history_once_then_only_new_records(tmp_path):
         client.close()
 
 
+def test_after_a_rollback_a_new_client_gets_the_history_the_run_goes_on_from(tmp_path):
+    with served(tmp_path) as (fake, server):
+        fake.on_thread(fake.advance, 10)
+        fake.on_thread(fake.rollback_to, 6)
+        fake.on_thread(fake.advance, 2)
+        client = LineClient(server.path)
+        assert client.recv()["type"] == "hello"
+        history = client.recv()
+        assert history["update"] == 8 and [r["update"] for r in history["records"]] == list(range(1, 9))
+        client.close()
+
+
 def test_commands_round_trip_in_order(tmp_path):
     with served(tmp_path) as (fake, server):
         client = LineClient(server.path)

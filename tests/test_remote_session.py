@@ -67,6 +67,20 @@ def test_a_late_listener_gets_the_picture_then_live_updates(tmp_path):
         remote.close()
 
 
+def test_a_rollback_takes_the_attached_history_back_too(tmp_path):
+    with served(tmp_path) as (fake, _):
+        remote = RemoteSession.connect(tmp_path)
+        listener = Recorder()
+        remote.add_listener(listener)
+        fake.on_thread(fake.advance, 10)
+        wait_for(lambda: listener.snapshots and listener.snapshots[-1].update == 10)
+        fake.on_thread(fake.rollback_to, 6)
+        fake.on_thread(fake.advance, 2)
+        wait_for(lambda: listener.snapshots[-1].update == 8)
+        assert listener.snapshots[-1].history_env_steps == tuple(512 * u for u in range(1, 9))
+        remote.close()
+
+
 def test_commands_and_edits_reach_the_run_and_come_back(tmp_path):
     with served(tmp_path) as (fake, _):
         remote = RemoteSession.connect(tmp_path)

@@ -183,6 +183,51 @@ def test_rollback_restores_latest_checkpoint_and_keeps_edited_hparams(tmp_path):
     assert session.updates_done == 100
 
 
+def test_rollback_takes_the_history_back_to_the_checkpoint(tmp_path):
+    from rltui.session.recorder import DISCARDED, RunRecorder
+
+    class Snapshots(SessionListener):
+        def __init__(self):
+            self.seen = []
+
+        def on_metrics(self, snapshot):
+            self.seen.append(snapshot)
+
+    backend = CountingBackend(bad_from=6)
+    session, store, events = run_session(tmp_path, backend, 12, checkpoint_policy=CheckpointPolicy(every_updates=2))
+    snapshots, recorder = Snapshots(), RunRecorder(tmp_path)
+    session.add_listener(snapshots)
+    session.add_listener(recorder)
+    session.start()
+    for _ in range(200):
+        if session.state is SessionState.PAUSED:
+            break
+        session.join(0.02)
+    assert session.nonfinite
+    diverged, good = session.updates_done, json.loads(store.latest().read_bytes())["counter"]
+    assert diverged > good
+    backend.bad_from = None
+    session.submit(Rollback())
+    for _ in range(200):  # still paused: the new position is published all the same
+        if snapshots.seen[-1].update == good:
+            break
+        session.join(0.02)
+    assert snapshots.seen[-1].update == good and session.state is SessionState.PAUSED
+    assert max(snapshots.seen[-1].history_env_steps) == good * backend.steps_per_update
+    session.submit(Resume())
+    assert session.join(10)
+    recorder.close()
+
+    rolled = [e for e in events.events if e.kind == "rolled back"]
+    assert rolled[0].message == f"rolled back from update {diverged} to the checkpoint of update {good}"
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["update"] for line in lines] == list(range(1, 13))  # one history, in order
+    discarded = (tmp_path / DISCARDED).read_text().splitlines()
+    assert [json.loads(line)["update"] for line in discarded] == list(range(good + 1, diverged + 1))
+    steps = snapshots.seen[-1].history_env_steps
+    assert list(steps) == sorted(set(steps))
+
+
 def test_resume_continues_update_count_and_edit_log(tmp_path):
     backend = CountingBackend()
     session, store, _ = run_session(tmp_path, backend, 10)

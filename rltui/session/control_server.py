@@ -294,6 +294,9 @@ class ControlServer(SessionListener):
                 message = protocol.snapshot_message(payload, payload.new_records)
             else:
                 self._events.append(payload)
+                if payload.kind == "rolled back":  # a client attaching later sees the history the run goes on from
+                    while self._records and self._records[-1].update > payload.update:
+                        self._records.pop()
                 message = protocol.event_message(payload)
             data = protocol.encode(message)
             for client in list(self._clients):

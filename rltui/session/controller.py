@@ -255,12 +255,19 @@ class TrainingSession:
         self._event("checkpoint", f"saved {path.name} ({reason})", path=str(path), reason=reason)
 
     def _restore(self, data: bytes, verb: str) -> None:
+        before = self._updates_done
         metadata = self.backend.restore_checkpoint(data)
         self._updates_done = int(metadata["update"])
         self._edits = list(metadata.get("edits", []))
         if verb == "resumed":
             self._t0 = self._clock() - float(metadata.get("elapsed", 0.0))
-        self._event(verb, f"{verb} from update {self._updates_done}", update=self._updates_done)
+            message = f"resumed from update {self._updates_done}"
+        else:
+            # The updates after the checkpoint are no longer this agent's history: the curves
+            # go on from the checkpoint (the run files keep them aside, see RunRecorder).
+            self._store.drop_after(self.env_steps)
+            message = f"rolled back from update {before} to the checkpoint of update {self._updates_done}"
+        self._event(verb, message, update=self._updates_done, env_steps=self.env_steps)
 
     def _rollback(self) -> None:
         if self._sync.distributed:  # only process 0 has the files; the processes would part ways
@@ -276,6 +283,7 @@ class TrainingSession:
             self._event("warning", f"rollback failed: {err}")
             return
         self.nonfinite = False
+        self._publish()  # the new position, shown at once even while paused
 
     def _next_chunk_size(self, count: int, seconds: float) -> int:
         """Size chunks from measured time so that one takes about `chunk_seconds`; grow at

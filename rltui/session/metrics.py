@@ -125,6 +125,15 @@ class MetricsStore:
                 for series, value in zip(self._seed_returns, returns):
                     series.append(value)
 
+    def drop_after(self, env_steps: int) -> None:
+        """Forget the records past `env_steps` (a rollback to a checkpoint taken there)."""
+        with self._lock:
+            while self._steps and self._steps[-1] > env_steps:
+                self._steps.pop()
+                for series in (*self._series.values(), *self._seed_returns):
+                    if series:
+                        series.pop()
+
     def history(self) -> tuple[Mapping[str, tuple[float, ...]], tuple[int, ...]]:
         with self._lock:
             series = {name: tuple(values) for name, values in self._series.items()}

@@ -225,6 +225,8 @@ class RemoteSession:
         with self._lock:
             if event.kind == "hparams":
                 self._hparams.update(event.data.get("changes", {}))
+            elif event.kind == "rolled back" and "env_steps" in event.data:
+                self._store.drop_after(int(event.data["env_steps"]))
             self._events.append(event)
             for listener in self._listeners:
                 listener.on_event(event)
