@@ -16,7 +16,7 @@ from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParam
 from rltui.session.commands import Rollback
 from rltui.ui.app import DashboardApp
 from rltui.ui.runner import run_dashboard
-from rltui.ui.screens import HelpScreen, HParamEditor, QuitConfirm
+from rltui.ui.screens import HelpScreen, HParamEditor, QuitConfirm, StopRunConfirm
 from rltui.ui.widgets import MetricSparkline
 
 TIMEOUT = 10.0
@@ -47,6 +47,15 @@ async def until(pilot, predicate, timeout: float = TIMEOUT) -> None:
 
 def status_text(app: DashboardApp) -> str:
     return app.dashboard.status.state_text
+
+
+def footer_keys(app: DashboardApp) -> list[str]:
+    """What the footer shows, dimmed or not (as it builds its keys)."""
+    return [active.binding.description for active in app.dashboard.active_bindings.values() if active.binding.show]
+
+
+def notes(app: DashboardApp) -> list[str]:
+    return [str(n.message) for n in app._notifications]
 
 
 def progress_text(app: DashboardApp) -> str:
@@ -204,13 +213,52 @@ def test_rollback_only_while_paused(tmp_path):
 
     async def scenario(app, pilot):
         await until(pilot, lambda: app.session_state is SessionState.RUNNING)
-        await pilot.press("r")  # running: the key does nothing
+        await until(pilot, lambda: "Pause" in footer_keys(app))
+        assert "Rollback" not in footer_keys(app)
+        await pilot.press("r")  # running: nothing is rolled back, and the key says why
         assert fake.commands_of(Rollback) == []
+        assert notes(app) == ["Pause first (p): rolling back discards the updates since the last checkpoint."]
         await pilot.press("p")
         await until(pilot, lambda: app.session_state is SessionState.PAUSED)
+        await until(pilot, lambda: "Rollback" in footer_keys(app))
         await pilot.press("r")
         assert fake.commands_of(Rollback) == [Rollback()]
         await until(pilot, lambda: "rolled back from update 0" in app.dashboard.events_log.text)
+
+    run_scenario(fake, tmp_path, scenario)
+
+
+def test_keys_of_an_ended_run_are_hidden_and_say_why(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: "Edit" in footer_keys(app))
+        assert {"Pause", "Edit", "Save"} <= set(footer_keys(app))
+        fake.on_thread(fake.set_state, SessionState.FINISHED)
+        await until(pilot, lambda: app.session_state is SessionState.FINISHED)
+        await until(pilot, lambda: "Edit" not in footer_keys(app))
+        assert not {"Pause", "Resume", "Edit", "Save", "Rollback"} & set(footer_keys(app))
+        assert "Quit" in footer_keys(app)
+        app.clear_notifications()
+        await pilot.press("e", "s", "p", "r")
+        assert fake.commands == [] and not isinstance(app.screen, HParamEditor)
+        assert notes(app) == ["The run has ended."] * 4
+
+    run_scenario(fake, tmp_path, scenario)
+
+
+def test_stop_run_of_an_ended_attached_run_says_why(tmp_path):
+    class AttachedSession(FakeSession):
+        outlives_client = True  # like rltui attach: the run goes on without the dashboard
+
+    fake = AttachedSession()
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.set_state, SessionState.FINISHED)
+        await until(pilot, lambda: app.session_state is SessionState.FINISHED)
+        await pilot.press("k")
+        assert not isinstance(app.screen, StopRunConfirm) and fake.commands == []
+        assert notes(app)[-1] == "The run has ended."
 
     run_scenario(fake, tmp_path, scenario)
 

@@ -48,6 +48,16 @@ LIVE = (SessionState.IDLE, SessionState.COMPILING, SessionState.RUNNING, Session
 # Actions that exist only for a run this process owns, or only for an attached one.
 _OWNED_ONLY = frozenset({"quit"})
 _ATTACHED_ONLY = frozenset({"detach", "stop_run"})
+# Actions on the run, titled for the note that says why one cannot act now. Their keys
+# are hidden from the footer meanwhile; a second binding of the key (app.explain) says why.
+_RUN_ACTIONS = {
+    "pause": "pause",
+    "resume": "resume",
+    "edit_hparams": "edit hyperparameters",
+    "save_checkpoint": "save checkpoint",
+    "rollback": "roll back",
+    "stop_run": "stop the run",
+}
 
 
 class DashboardApp(App[None]):
@@ -270,27 +280,53 @@ class DashboardApp(App[None]):
         name = action.removeprefix("app.")
         return name not in (_OWNED_ONLY if self.attached else _ATTACHED_ONLY)
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if not self.applies(action):
-            return False
-        if action == "stop_run":
-            return True if self.is_live else None
-        if action == "pause":
-            return self.is_live and not self.wants_paused
-        if action == "resume":
-            return self.is_live and self.wants_paused
-        if action in ("edit_hparams", "save_checkpoint"):
-            return True if self.is_live else None  # None: shown, dimmed
-        if action == "rollback":
+    def unavailable_reason(self, action: str) -> str | None:
+        """Why `action` (one of _RUN_ACTIONS) cannot act on the run now; None if it can."""
+        if self.quitting or self.pending == "stopping" or self.session_state is SessionState.STOPPING:
+            return "The run is stopping."
+        if self.session_state is SessionState.FINISHED:
+            return "The run has ended."
+        if self.session_state is SessionState.ERROR:
+            return "The run stopped with an error."
+        if action == "rollback" and (self.session_state is not SessionState.PAUSED or self.pending is not None):
             # Throws away the updates since the last checkpoint: only from a deliberate
             # (or divergence) pause, never in passing.
-            return self.is_live and self.session_state is SessionState.PAUSED and self.pending is None
+            if self.pending == "pausing":
+                return "Pausing: roll back once the status line says paused."
+            return "Pause first (p): rolling back discards the updates since the last checkpoint."
+        return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "explain":  # the fallback binding of a key whose action cannot act now
+            (name,) = parameters
+            return self.applies(str(name)) and self.unavailable_reason(str(name)) is not None
+        if not self.applies(action):
+            return False
+        if action in _RUN_ACTIONS and self.unavailable_reason(action) is not None:
+            # Hidden from the footer; its key's explain binding says why. An attached
+            # dashboard keeps "Stop run" in view, dimmed: the run it watched has ended.
+            return None if action == "stop_run" else False
+        if action == "pause":
+            return not self.wants_paused
+        if action == "resume":
+            return self.wants_paused
         return True
 
+    def action_explain(self, action: str) -> None:
+        self._refused(action)
+
+    def _refused(self, action: str) -> bool:
+        """Notify why `action` cannot act now, if it cannot: keys and palette commands
+        that can do nothing say why rather than nothing."""
+        reason = self.unavailable_reason(action)
+        if reason is not None:
+            self.notify(reason, title=_RUN_ACTIONS[action], timeout=4)
+        return reason is not None
+
     def action_toggle_pause(self) -> None:
-        if not self.is_live:
-            self.notify("Training has ended.", timeout=2)
-        elif self.wants_paused:
+        if self._refused("pause"):
+            return
+        if self.wants_paused:
             self.action_resume()
         else:
             self.action_pause()
@@ -306,7 +342,7 @@ class DashboardApp(App[None]):
         self._show_state()
 
     def action_edit_hparams(self) -> None:
-        if not self.is_live or isinstance(self.screen, HParamEditor):
+        if isinstance(self.screen, HParamEditor) or self._refused("edit_hparams"):
             return
         if not self.is_screen_installed("hparam-editor"):
             editor = HParamEditor(self.session.hparams.as_floats(), fields=ALGO_HPARAMS[self.config.algo])
@@ -325,17 +361,15 @@ class DashboardApp(App[None]):
         self.notify(f"{text} at the next chunk boundary", title="edit sent", timeout=3)
 
     def action_save_checkpoint(self) -> None:
-        if not self.is_live:
+        if self._refused("save_checkpoint"):
             return
         self.session.submit(SaveCheckpoint())
         self.notify("Checkpoint requested: saved at the next chunk boundary.", timeout=3)
 
     def action_rollback(self) -> None:
-        if self.check_action("rollback", ()):
+        if not self._refused("rollback"):
             self.session.submit(Rollback())
             self.notify("Rolling back to the latest checkpoint (hyperparameters are kept).", timeout=3)
-        else:
-            self.notify("Pause first (p): rolling back discards the updates since the last checkpoint.", timeout=4)
 
     def action_cycle_chart(self) -> None:
         self.dashboard.action_cycle_chart()
@@ -362,7 +396,7 @@ class DashboardApp(App[None]):
         self.exit()
 
     def action_stop_run(self) -> None:
-        if self.is_live and not isinstance(self.screen, StopRunConfirm):
+        if not isinstance(self.screen, StopRunConfirm) and not self._refused("stop_run"):
             self.push_screen(StopRunConfirm(), self._stop_run_answered)
 
     def _stop_run_answered(self, stop: bool | None) -> None:

@@ -48,6 +48,13 @@ class DashboardScreen(Screen):
         Binding("k", "app.stop_run", "Stop run", tooltip="stop the attached run, for every client (asks first)"),
         Binding("q", "app.quit", "Quit", tooltip="quit (asks first while training runs; stops the run)"),
         Binding("q", "app.detach", "Detach", tooltip="leave the attached run; it goes on (rltui attach to return)"),
+        # While one of the keys above cannot act (the run has ended; rollback while not
+        # paused), the app hides it from the footer and these say why when it is pressed.
+        Binding("p,space", "app.explain('pause')", show=False),
+        Binding("e", "app.explain('edit_hparams')", show=False),
+        Binding("s", "app.explain('save_checkpoint')", show=False),
+        Binding("r", "app.explain('rollback')", show=False),
+        Binding("k", "app.explain('stop_run')", show=False),
     ]
 
     side_panel: reactive[str] = reactive("events")
