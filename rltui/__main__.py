@@ -1,5 +1,3 @@
-import sys
+from rltui.cli import entry
 
-from rltui.cli import main
-
-sys.exit(main())
+entry()

@@ -4,6 +4,7 @@ input costs milliseconds and gives one line and exit code 2, never a traceback."
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -193,5 +194,15 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_USAGE
 
 
+def entry() -> None:
+    """The `rltui` command (console script and `python -m rltui`). Once `main` has returned
+    the run is over and its files are written; a Ctrl+C during the interpreter's teardown
+    (JAX's takes most of a second) must not turn that clean end into "killed by SIGINT"
+    (exit 130), so the teardown ignores it."""
+    code = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    entry()

@@ -31,8 +31,10 @@ def _fmt_eta(seconds: float | None) -> str:
     return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
 
 
-def _updates(count: int) -> str:
-    return f"{count} update" + ("" if count == 1 else "s")
+def summary_line(verb: str, updates: int, env_steps: int, latest_return: float | None) -> str:
+    """How a run that ended is summed up, here and by the dashboard on exit."""
+    noun = "update" if updates == 1 else "updates"
+    return f"{verb} after {updates:,} {noun} ({env_steps:,} env steps), latest mean return {_fmt_return(latest_return)}."
 
 
 class ProgressListener(SessionListener):
@@ -67,6 +69,11 @@ class ProgressListener(SessionListener):
         return self
 
     def __exit__(self, *exc):
+        self.progress.stop()
+
+    def abort(self) -> None:
+        """A second Ctrl+C: the bar's last frame says so, and stops before the final words."""
+        self.progress.update(self.task, description="aborted", eta="—")
         self.progress.stop()
 
     def on_state(self, state: SessionState, message: str | None) -> None:
@@ -138,7 +145,7 @@ def run_headless(
 
     def on_signal(signum, frame):
         if signum == signal.SIGINT and interrupts:
-            listener.progress.stop()  # or its last redraw lands below the message
+            listener.abort()
             if on_abort is not None:
                 on_abort()
             console.print(Text(f"Aborted. Run files: {run_dir}" if run_dir else "Aborted.", style="red"))
@@ -170,10 +177,4 @@ def run_headless(
     if session.nonfinite:
         return finish(Text("Training diverged (non-finite loss or gradient); stopped.", style="bold red"), EXIT_NONFINITE)
     verb = "Stopped" if session.stopped_early else "Finished"
-    return finish(
-        Text(
-            f"{verb} after {_updates(session.updates_done)} ({session.env_steps:,} env steps), "
-            f"latest mean return {_fmt_return(listener.latest_return)}."
-        ),
-        EXIT_OK,
-    )
+    return finish(Text(summary_line(verb, session.updates_done, session.env_steps, listener.latest_return)), EXIT_OK)

@@ -471,6 +471,27 @@ def test_headless_nonfinite_stops_and_exits_3(tmp_path):
     assert "Finished" not in result.stderr
 
 
+def test_ctrl_c_after_the_end_leaves_a_clean_exit(tmp_path):
+    # Once `main` has returned the run's files are complete; a Ctrl+C during the
+    # interpreter's teardown must not turn exit 0 into "killed by SIGINT".
+    result = python(
+        """
+        import atexit, os, signal, time
+        import rltui.cli as cli
+
+        def late_ctrl_c():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+
+        cli.main = lambda argv=None: 0
+        atexit.register(late_ctrl_c)
+        cli.entry()
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0 and "KeyboardInterrupt" not in result.stderr, result.stderr
+
+
 def test_headless_second_ctrl_c_quits_at_once_and_cleans_up(tmp_path):
     run_dir = tmp_path / "r"
     proc = subprocess.Popen(

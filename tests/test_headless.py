@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 from rich.console import Console
 
-from rltui.headless import ProgressListener
+from rltui.headless import ProgressListener, summary_line
 from rltui.session import MetricsSnapshot, SessionState
 
 STEPS = 100  # env steps per update
@@ -83,3 +83,20 @@ def test_plain_lines_when_not_a_terminal():
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("update 1/100  steps 100  sps 100  return 20.0  eta —"), lines
     assert lines[-1].endswith("eta 0s"), lines
+
+
+def test_abort_leaves_the_bar_saying_aborted():
+    listener, _ = bar()
+    listener.progress.start()
+    listener.on_metrics(snapshot(1, sps=1000.0))
+    listener.on_metrics(snapshot(10, sps=1000.0))
+    listener.abort()
+    assert shown(listener) == ("aborted", "—")
+    assert not listener.progress.live.is_started  # no redraw after the final message
+
+
+def test_summary_line_counts_in_words_a_user_reads():
+    assert summary_line("Stopped", 1, 512, None) == "Stopped after 1 update (512 env steps), latest mean return —."
+    assert summary_line("Finished", 21183, 10_845_696, 500.0) == (
+        "Finished after 21,183 updates (10,845,696 env steps), latest mean return 500.0."
+    )

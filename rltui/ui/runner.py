@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.text import Text
 
 from rltui.config import RunConfig
-from rltui.session import SessionState
+from rltui.headless import summary_line
+from rltui.session import MetricsSnapshot, SessionState
 from rltui.session.interface import SessionClient
 from rltui.ui.app import LIVE, STOP_TIMEOUT, DashboardApp
 
@@ -29,7 +30,7 @@ def run_dashboard(
     console = Console(stderr=True, soft_wrap=True, highlight=False)
     snapshot = app.latest
     if snapshot is not None:
-        console.print(f"{snapshot.update:,} updates, {snapshot.env_steps:,} env steps.")
+        console.print(_summary(session.state, snapshot))
     if not ended:
         console.print(Text(f"The session did not stop within {STOP_TIMEOUT:.0f} s; leaving it.", style="yellow"))
     if session.state is SessionState.ERROR:
@@ -39,6 +40,14 @@ def run_dashboard(
     console.print(Text(f"Run files: {run_dir}"))
     failed = session.state is SessionState.ERROR or (app.return_code or 0) != 0
     return 1 if failed else 0
+
+
+def _summary(state: SessionState, snapshot: MetricsSnapshot) -> str:
+    """The words `--no-ui` ends with, for a run that ended; where it is, otherwise."""
+    if state is SessionState.FINISHED:
+        verb = "Finished" if snapshot.update >= snapshot.total_updates else "Stopped"
+        return summary_line(verb, snapshot.update, snapshot.env_steps, snapshot.latest_return)
+    return f"At update {snapshot.update:,} ({snapshot.env_steps:,} env steps)."
 
 
 def _let_go(session: SessionClient) -> bool:
