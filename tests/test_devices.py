@@ -21,8 +21,8 @@ def test_sample_on_this_machine_never_raises():
     assert len(stats.cpu_percent) == psutil.cpu_count()
     assert all(0 <= p <= 100 for p in stats.cpu_percent)
     assert stats.process_rss > 0 and stats.memory_total >= stats.process_rss
-    # Either NVML found GPUs or the reason it did not is given.
-    assert stats.gpus or stats.unavailable["gpu"]
+    # GPUs, or none (no NVIDIA library), or the reason NVML failed.
+    assert stats.gpus or stats.unavailable.get("gpu", "no GPU")
 
 
 def test_jax_devices_only_once_jax_is_loaded():
@@ -81,16 +81,24 @@ def test_jax_failure_is_reported(monkeypatch):
     assert stats.unavailable["jax"] == "RuntimeError: backend exploded"
 
 
-def fake_nvml(fail_util=False, fail_init=False):
+def fake_nvml(fail_util=False, init_error=None, count=2):
+    """A pynvml module; `init_error` names the NVMLError subclass nvmlInit raises."""
     calls = {"init": 0, "shutdown": 0}
 
     class NVMLError(Exception):
         pass
 
+    errors = {
+        "NVMLError_LibraryNotFound": type("NVMLError_LibraryNotFound", (NVMLError,), {}),
+        "NVMLError_DriverNotLoaded": type("NVMLError_DriverNotLoaded", (NVMLError,), {}),
+    }
+    messages = {"NVMLError_LibraryNotFound": "NVML Shared Library Not Found",
+                "NVMLError_DriverNotLoaded": "Driver Not Loaded"}
+
     def init():
         calls["init"] += 1
-        if fail_init:
-            raise NVMLError("NVML Shared Library Not Found")
+        if init_error is not None:
+            raise errors[init_error](messages[init_error])
 
     def utilization(handle):
         if fail_util:
@@ -98,9 +106,11 @@ def fake_nvml(fail_util=False, fail_init=False):
         return types.SimpleNamespace(gpu=93)
 
     module = types.SimpleNamespace(
+        NVMLError=NVMLError,
+        **errors,
         nvmlInit=init,
         nvmlShutdown=lambda: calls.__setitem__("shutdown", calls["shutdown"] + 1),
-        nvmlDeviceGetCount=lambda: 2,
+        nvmlDeviceGetCount=lambda: count,
         nvmlDeviceGetHandleByIndex=lambda i: f"handle{i}",
         nvmlDeviceGetName=lambda h: b"NVIDIA H200" if h == "handle0" else "NVIDIA H200",
         nvmlDeviceGetUtilizationRates=utilization,
@@ -131,14 +141,50 @@ def test_nvml_partial_failure_keeps_the_other_readings(monkeypatch):
     assert gpu.utilization_percent is None and gpu.memory_total == 141 * 2**30
 
 
-def test_missing_nvml_is_reported_once_not_retried(monkeypatch):
-    module, calls = fake_nvml(fail_init=True)
+def test_without_the_nvidia_library_there_is_no_gpu_and_no_failure(monkeypatch):
+    """A CPU-only machine: no GPU to show, and no error about a library it never had."""
+    module, calls = fake_nvml(init_error="NVMLError_LibraryNotFound")
     monkeypatch.setitem(sys.modules, "pynvml", module)
     sampler = DeviceSampler()
     for _ in range(3):
         stats = sampler.sample()
-    assert stats.gpus == () and "NVML Shared Library Not Found" in stats.unavailable["gpu"]
+    assert stats.gpus == () and "gpu" not in stats.unavailable
+    assert calls["init"] == 1  # not retried on every sample
+
+
+def test_without_nvidia_ml_py_there_is_no_gpu_and_no_failure(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
+    stats = DeviceSampler().sample()
+    assert stats.gpus == () and "gpu" not in stats.unavailable
+
+
+def test_no_nvidia_gpu_is_not_a_failure(monkeypatch):
+    module, _ = fake_nvml(count=0)
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    stats = DeviceSampler().sample()
+    assert stats.gpus == () and "gpu" not in stats.unavailable
+
+
+def test_nvml_failing_where_the_library_is_is_reported_once(monkeypatch):
+    module, calls = fake_nvml(init_error="NVMLError_DriverNotLoaded")
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    sampler = DeviceSampler()
+    for _ in range(3):
+        stats = sampler.sample()
+    assert stats.gpus == () and stats.unavailable["gpu"] == "NVMLError_DriverNotLoaded: Driver Not Loaded"
     assert calls["init"] == 1
+
+
+def test_another_process_has_its_own_jax_devices(monkeypatch):
+    """An attached dashboard watches the run's process: its JAX devices are not missing,
+    they are there (and on the status line)."""
+    import os
+
+    monkeypatch.setitem(sys.modules, "jax", types.SimpleNamespace(devices=lambda: [FakeDevice(0)]))
+    stats = DeviceSampler(use_nvml=False, pid=os.getpid()).sample()
+    assert stats.jax_devices == () and stats.jax_process == os.getpid()
+    assert "jax" not in stats.unavailable
+    assert stats.process_rss > 0
 
 
 def test_missing_psutil_is_reported(monkeypatch):
@@ -163,6 +209,8 @@ def test_failing_psutil_call_is_reported(monkeypatch):
 @pytest.mark.parametrize("stats, expected", [
     (DeviceStats(unavailable={"cpu": "psutil missing", "gpu": "no driver", "jax": "JAX not loaded"}),
      ["JAX devices unavailable (JAX not loaded)", "CPU unavailable (psutil missing)", "GPU unavailable (no driver)"]),
+    (DeviceStats(process_rss=2**20, jax_process=14554),
+     ["JAX devices: see the status line", "RSS 1.0 MiB", "no NVIDIA GPU"]),
     (DeviceStats(cpu_percent=(0.0, 100.0), process_rss=2**20, memory_total=2**30,
                  jax_devices=(JaxDeviceStats("gpu", 0, "H200", 2**30, 2**31),),
                  gpus=(GpuStats(0, "H200", None, None, None),)),

@@ -3,7 +3,9 @@
 Three optional sources: psutil (CPU use per core, process and system memory), JAX (every
 device's platform, id, kind and `memory_stats()`), NVML through nvidia-ml-py (GPU
 utilisation and memory). A source that is missing or fails is reported in
-`DeviceStats.unavailable` with the reason; `DeviceSampler.sample()` never raises.
+`DeviceStats.unavailable` with the reason; `DeviceSampler.sample()` never raises. A
+machine without NVIDIA's library (or nvidia-ml-py) has no GPU to show: that is no GPUs,
+not a failure. Neither is watching another process, whose JAX devices are its own.
 
 Plain Python: no textual import. `sample()` may take milliseconds (NVML, psutil), so
 the dashboard calls it from a worker thread.
@@ -49,6 +51,8 @@ class DeviceStats:
     jax_devices: tuple[JaxDeviceStats, ...] = ()
     gpus: tuple[GpuStats, ...] = ()
     unavailable: Mapping[str, str] = dataclasses.field(default_factory=dict)  # source -> reason
+    # Set when sampling another process (an attached run): its JAX devices are there.
+    jax_process: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "unavailable", MappingProxyType(dict(self.unavailable)))
@@ -79,7 +83,7 @@ class DeviceSampler:
         # `pid`: watch another process (an attached run) instead of this one: its memory;
         # its JAX devices cannot be seen from here (the status line lists them).
         self._pid = pid
-        self._use_jax = use_jax and pid is None
+        self._use_jax = use_jax
         self._use_nvml = use_nvml
         self._lock = threading.Lock()  # sample() and close() may come from different threads
         self._process: Any = None
@@ -120,8 +124,10 @@ class DeviceSampler:
         return out
 
     def _sample_jax(self, unavailable: dict[str, str]) -> tuple[JaxDeviceStats, ...]:
+        if self._pid is not None:
+            return ()  # the watched process's own (DeviceStats.jax_process)
         if not self._use_jax:
-            unavailable["jax"] = "disabled" if self._pid is None else f"in the run's process {self._pid}"
+            unavailable["jax"] = "disabled"
             return ()
         # Importing JAX here would initialise it (and freeze its device count) from the
         # sampler thread; only a process that already uses JAX has devices worth showing.
@@ -157,20 +163,28 @@ class DeviceSampler:
     def _init_nvml(self) -> None:
         try:
             import pynvml
-
+        except ImportError:  # nvidia-ml-py is installed on Linux only: no NVIDIA GPU to show
+            self._nvml_handles = []
+            return
+        try:
             pynvml.nvmlInit()
             count = pynvml.nvmlDeviceGetCount()
             self._nvml_handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
             self._nvml = pynvml
-        except Exception as exc:  # noqa: BLE001 - no driver or no library: a CPU-only machine
-            self._nvml_error = _reason(exc)
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            if isinstance(exc, getattr(pynvml, "NVMLError_LibraryNotFound", ())):
+                self._nvml_handles = []  # no NVIDIA driver library: a machine without NVIDIA GPUs
+            else:
+                self._nvml_error = _reason(exc)  # the library is there and failed: worth showing
 
     def _sample_nvml(self, unavailable: dict[str, str]) -> tuple[GpuStats, ...]:
-        if self._nvml is None and self._nvml_error is None:
+        if self._nvml_handles is None and self._nvml_error is None:
             self._init_nvml()
-        if self._nvml is None:
-            unavailable["gpu"] = self._nvml_error or "NVML not available"
+        if self._nvml_error is not None:
+            unavailable["gpu"] = self._nvml_error
             return ()
+        if self._nvml is None:
+            return ()  # no NVIDIA library: no GPUs, nothing failed
         nvml = self._nvml
         out = []
         for index, handle in enumerate(self._nvml_handles or ()):
@@ -190,8 +204,6 @@ class DeviceSampler:
             except Exception:  # noqa: BLE001
                 pass
             out.append(GpuStats(index, name, util, used, total))
-        if not out:
-            unavailable["gpu"] = "no NVIDIA GPU found"
         return tuple(out)
 
     # --- public -------------------------------------------------------------------------
@@ -203,7 +215,9 @@ class DeviceSampler:
             gpus = self._sample_nvml(unavailable) if self._use_nvml else ()
             if not self._use_nvml:
                 unavailable["gpu"] = "disabled"
-            return DeviceStats(jax_devices=jax_devices, gpus=gpus, unavailable=unavailable, **host)
+            return DeviceStats(
+                jax_devices=jax_devices, gpus=gpus, unavailable=unavailable, jax_process=self._pid, **host
+            )
 
     def close(self) -> None:
         with self._lock:

@@ -40,6 +40,9 @@ def describe_stats(stats: DeviceStats | None) -> Content:
             if device.bytes_in_use is not None:
                 line = Content.assemble(line, f"  mem {_memory(device.bytes_in_use, device.bytes_limit)}")
             lines.append(line)
+    elif stats.jax_process is not None:
+        # An attached run's devices: the status line lists them (describe() of the run).
+        lines.append(Content.styled("JAX devices: see the status line", "dim"))
     elif "jax" in missing:
         lines.append(unavailable("JAX devices", "jax"))
     if stats.cpu_percent:
@@ -63,8 +66,8 @@ def describe_stats(stats: DeviceStats | None) -> Content:
                 (f"GPU{gpu.index} ", "bold"), f"{gpu.name}  util {util}  mem {_memory(gpu.memory_used, gpu.memory_total)}"
             )
         )
-    if not stats.gpus and "gpu" in missing:
-        lines.append(unavailable("GPU", "gpu"))
+    if not stats.gpus:
+        lines.append(unavailable("GPU", "gpu") if "gpu" in missing else Content.styled("no NVIDIA GPU", "dim"))
     return Content("\n").join(lines)
 
 
