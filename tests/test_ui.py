@@ -90,6 +90,21 @@ def test_widgets_show_the_session_values(tmp_path):
     run_scenario(fake, tmp_path, scenario)
 
 
+@pytest.mark.parametrize("kind, message, shown", [
+    ("compiled", "compiled in 3.8 s", "[    7] compiled  in 3.8 s"),
+    ("rolled back", "rolled back from update 9", "[    7] rolled back from update 9"),
+    ("paused", "Paused at update 7", "[    7] paused    at update 7"),
+    ("checkpoint", "saved ckpt-000007 (manual)", "[    7] checkpoint saved ckpt-000007 (manual)"),
+    ("finished", "finished", "[    7] finished  finished"),  # nothing else to say: kept
+    ("error", "errors: [boom]", "[    7] error     errors: [boom]"),
+])
+def test_events_log_does_not_repeat_the_kind(kind, message, shown):
+    from rltui.session import SessionEvent
+    from rltui.ui.widgets.events import format_event
+
+    assert format_event(SessionEvent(kind=kind, update=7, message=message, wall_time=0.0)).plain == shown
+
+
 def test_pause_shows_pausing_until_the_session_confirms(tmp_path):
     fake = FakeSession()
 
@@ -106,7 +121,7 @@ def test_pause_shows_pausing_until_the_session_confirms(tmp_path):
         await pilot.press("space")
         assert fake.commands_of(Resume) == [Resume()]
         await until(pilot, lambda: status_text(app) == "running")
-        assert "paused at update 0" in app.dashboard.events_log.text
+        assert "paused    at update 0" in app.dashboard.events_log.text
 
     run_scenario(fake, tmp_path, scenario)
 

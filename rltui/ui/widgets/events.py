@@ -24,12 +24,20 @@ _KIND_STYLES = {
 }
 
 
+def without_kind(kind: str, message: str) -> str:
+    """`message` without a leading repeat of `kind`, which the log shows beside it:
+    "compiled in 3.8 s" of kind compiled reads "compiled  in 3.8 s", not "compiled  compiled in 3.8 s"."""
+    if message.lower().startswith(kind.lower() + " "):
+        return message[len(kind) + 1 :]
+    return message
+
+
 def format_event(event: SessionEvent) -> Content:
     return Content.assemble(
         (f"[{event.update:>5}] ", "dim"),
         (f"{event.kind:<9} ", _KIND_STYLES.get(event.kind, "")),
         # Messages may hold user text (paths, env ids): never parse them as markup.
-        Content(event.message),
+        Content(without_kind(event.kind, event.message)),
     )
 
 
