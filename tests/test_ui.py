@@ -436,6 +436,27 @@ def test_compiling_shows_elapsed_seconds(tmp_path):
     run_scenario(fake, tmp_path, scenario, clock=lambda: now[0])
 
 
+def test_elapsed_goes_on_while_paused_and_stops_when_the_run_ends(tmp_path):
+    """The session's elapsed time includes pauses, but no snapshot comes while paused."""
+    fake = FakeSession()
+    now = [100.0]
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 100)  # the snapshot says elapsed 1 s
+        await until(pilot, lambda: "elapsed 0:01" in progress_text(app))
+        await pilot.press("p")
+        await until(pilot, lambda: app.session_state is SessionState.PAUSED)
+        now[0] += 14
+        await until(pilot, lambda: "elapsed 0:15" in progress_text(app), timeout=3)
+        fake.on_thread(fake.set_state, SessionState.FINISHED)
+        await until(pilot, lambda: app.session_state is SessionState.FINISHED)
+        now[0] += 60
+        await pilot.pause(1.2)  # a tick: the run's clock has stopped
+        assert "elapsed 0:15" in progress_text(app)
+
+    run_scenario(fake, tmp_path, scenario, clock=lambda: now[0])
+
+
 def test_side_panels_cycle_on_a_small_screen(tmp_path):
     fake = FakeSession()
 

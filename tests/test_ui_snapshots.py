@@ -24,6 +24,7 @@ def dashboard_with_history(tmp_path):
         chart_interval=0,
         refresh_interval=0,
         user_theme_dir=tmp_path / "no-user-themes",
+        clock=lambda: 0.0,  # elapsed counts on from each snapshot by this clock: keep it still
     )
 
     async def run_before(pilot):

@@ -105,6 +105,8 @@ class DashboardApp(App[None]):
         self.pending: str | None = None  # "pausing", "resuming", "stopping": asked, not yet confirmed
         self.pending_edits: dict[str, float] = {}
         self.latest = None  # the latest MetricsSnapshot
+        self._latest_at = 0.0  # when it arrived (self._clock)
+        self._shown_at: float | None = None  # when the snapshot on screen arrived
         self._compile_started: float | None = None
         self.quitting = False  # Stop sent; the app exits when the session has ended
         self.attached = session.outlives_client  # the run goes on without this dashboard
@@ -134,7 +136,7 @@ class DashboardApp(App[None]):
         for problem in self.theme_problems:
             self.notify(problem, title="theme skipped", severity="warning", timeout=8)
         self._show_state()
-        self.set_interval(1.0, self._tick_compile)
+        self.set_interval(1.0, self._tick)
         self._sample_devices()
         self.set_interval(self.device_interval, self._sample_devices)
         self._dashboard_ready = True
@@ -167,6 +169,7 @@ class DashboardApp(App[None]):
         if self._hold_until_ready(message):
             return
         self.latest = message.snapshot
+        self._latest_at = self._clock()
         if self._show_timer is not None:
             return  # already due: it will show this newer snapshot
         if self.refresh_interval <= 0:
@@ -183,7 +186,8 @@ class DashboardApp(App[None]):
         self._last_shown = time.monotonic()
         if self.latest is not None:
             try:
-                self.dashboard.show_snapshot(self.latest)
+                self._shown_at = self._latest_at
+                self.dashboard.show_snapshot(self.latest, age=self._clock() - self._shown_at)
                 self._flush_chart_unless_running()
             except NoMatches:
                 pass  # a timer that fired while the app tears its widgets down
@@ -208,6 +212,8 @@ class DashboardApp(App[None]):
             self.pending = None
         self._show_state()
         self._flush_chart_unless_running()
+        if state not in LIVE:
+            self._tick_elapsed()  # the run's clock stops here: show where it stopped
         if self.quitting and state.is_final:
             self.exit()
         elif state is SessionState.ERROR:
@@ -246,12 +252,21 @@ class DashboardApp(App[None]):
                 pass  # a sample that arrived while the app tears its widgets down
 
     # --- timers and workers -----------------------------------------------------------
-    def _tick_compile(self) -> None:
-        if self.session_state is SessionState.COMPILING and self._compile_started is not None:
-            try:
+    def _tick(self) -> None:
+        try:
+            if self.session_state is SessionState.COMPILING and self._compile_started is not None:
                 self.dashboard.status.compile_seconds = self._clock() - self._compile_started
-            except NoMatches:
-                pass  # fired during teardown
+            if self.session_state in LIVE:
+                self._tick_elapsed()
+        except NoMatches:
+            pass  # fired during teardown
+
+    def _tick_elapsed(self) -> None:
+        """The session's elapsed time goes on while paused (and between snapshots), but
+        snapshots come only after chunks: count on from the one on screen, so that elapsed
+        neither stands still during a pause nor jumps at the next snapshot."""
+        if self._shown_at is not None:
+            self.dashboard.status.snapshot_age = self._clock() - self._shown_at
 
     @work(thread=True, exclusive=True, group="devices", exit_on_error=False)
     def _sample_devices(self) -> None:

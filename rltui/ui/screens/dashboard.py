@@ -107,8 +107,9 @@ class DashboardScreen(Screen):
         return self.has_class("-wide") and self.has_class("-tall")
 
     # --- updates from the app -----------------------------------------------------------
-    def show_snapshot(self, snapshot: MetricsSnapshot) -> None:
-        self.status.snapshot = snapshot
+    def show_snapshot(self, snapshot: MetricsSnapshot, age: float = 0.0) -> None:
+        """`age`: seconds since the snapshot arrived (see StatusBar.snapshot_age)."""
+        self.status.show_snapshot(snapshot, age)
         self.query_one(MetricsPanel).show(snapshot.history)
         self.chart.show(snapshot.history_env_steps, snapshot.history, snapshot.seed_returns)
         self.hparams_panel.values = snapshot.hparams

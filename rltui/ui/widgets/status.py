@@ -27,6 +27,10 @@ class StatusBar(Widget):
     compile_seconds: reactive[float] = reactive(0.0)
     # Snapshots compare field by field (whole histories); always_update skips that.
     snapshot: reactive[MetricsSnapshot | None] = reactive(None, always_update=True)
+    # Seconds since `snapshot` arrived, added to its elapsed time: the app ticks it, as
+    # the run's clock goes on between snapshots (none comes while paused).
+    snapshot_age: reactive[float] = reactive(0.0)
+    _progress_text = ""
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="status-top"):
@@ -71,7 +75,15 @@ class StatusBar(Widget):
     def watch_compile_seconds(self) -> None:
         self._show_state()
 
+    def show_snapshot(self, snapshot: MetricsSnapshot, age: float = 0.0) -> None:
+        """Set both at once: one progress update instead of two."""
+        self.set_reactive(StatusBar.snapshot_age, age)
+        self.snapshot = snapshot
+
     def watch_snapshot(self) -> None:
+        self._show_progress()
+
+    def watch_snapshot_age(self) -> None:
         self._show_progress()
 
     def _show_state(self) -> None:
@@ -92,13 +104,15 @@ class StatusBar(Widget):
         snap = self.snapshot
         label = self.query_one("#progress", Label)
         if snap is None:
-            label.update("waiting for the first update…", layout=False)
-            return
-        parts = [
-            f"update {snap.update:,}/{snap.total_updates:,}",
-            f"{fmt_count(snap.env_steps)}/{fmt_count(snap.total_env_steps)} steps",
-            f"{fmt_count(snap.sps)} SPS",
-            f"elapsed {fmt_duration(snap.elapsed)}",
-            f"ETA {fmt_duration(snap.eta_seconds)}",
-        ]
-        label.update(" · ".join(parts), layout=False)
+            text = "waiting for the first update…"
+        else:
+            text = " · ".join([
+                f"update {snap.update:,}/{snap.total_updates:,}",
+                f"{fmt_count(snap.env_steps)}/{fmt_count(snap.total_env_steps)} steps",
+                f"{fmt_count(snap.sps)} SPS",
+                f"elapsed {fmt_duration(snap.elapsed + self.snapshot_age)}",
+                f"ETA {fmt_duration(snap.eta_seconds)}",
+            ])
+        if text != self._progress_text:  # the age ticks every second; the text less often
+            self._progress_text = text
+            label.update(text, layout=False)
