@@ -457,6 +457,40 @@ def test_elapsed_goes_on_while_paused_and_stops_when_the_run_ends(tmp_path):
     run_scenario(fake, tmp_path, scenario, clock=lambda: now[0])
 
 
+def test_chart_labels_env_steps_compactly(tmp_path):
+    fake = FakeSession(total_updates=4000)
+
+    def chart_text(app) -> str:
+        chart = app.dashboard.chart
+        return "\n".join(chart.render_line(y).text for y in range(chart.size.height))
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 3000)  # 512 env steps an update: 1.536M in all
+        await until(pilot, lambda: "update 3,000/" in progress_text(app))
+        await pilot.pause()
+        x_labels = chart_text(app).splitlines()[-1].split()  # under the x axis
+        assert x_labels == ["0.5M", "1.0M", "1.5M"]
+
+    run_scenario(fake, tmp_path, scenario)
+
+
+@pytest.mark.parametrize("low, high, most, labels", [
+    (966_729.1, 3_054_592.0, 5, ["1.0M", "1.5M", "2.0M", "2.5M", "3.0M"]),  # the user's run
+    (966_729.1, 3_054_592.0, 3, ["1M", "2M", "3M"]),
+    (0, 61_440, 5, ["0", "20k", "40k", "60k"]),
+    (512, 4_096, 5, ["1,000", "2,000", "3,000", "4,000"]),
+    (5.1e6, 5.2e6, 4, ["5.10M", "5.15M", "5.20M"]),
+    (1_001, 1_009, 2, ["1,005"]),
+    (512, 512, 4, ["512"]),
+])
+def test_count_ticks_are_round_and_compact(low, high, most, labels):
+    from rltui.ui.format import count_ticks
+
+    ticks, shown = count_ticks(low, high, most)
+    assert shown == labels and len(ticks) == len(labels) <= most
+    assert all(low <= tick <= high for tick in ticks)
+
+
 def test_side_panels_cycle_on_a_small_screen(tmp_path):
     fake = FakeSession()
 

@@ -35,6 +35,29 @@ def fmt_count(value: float) -> str:
     return f"{value / 1e9:.2f}G"
 
 
+def count_ticks(low: float, high: float, most: int) -> tuple[list[float], list[str]]:
+    """Tick positions and labels for an axis of counts (env steps) from `low` to `high`:
+    round positions (multiples of 1, 2 or 5 x 10^k), at most `most` of them, labelled as
+    compactly as the status line counts (1.5M rather than 1500000.0)."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+        return ([low], [fmt_count(low)]) if math.isfinite(low) else ([], [])
+    raw = (high - low) / max(1, most - 1)  # no step this size or larger gives too many
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(
+        power * factor
+        for factor in (1, 2, 5, 10)
+        if math.floor(high / (power * factor)) - math.ceil(low / (power * factor)) < most
+    )
+    ticks = [i * step for i in range(math.ceil(low / step), math.floor(high / step) + 1)]
+    if not ticks:  # a range narrower than one round step: its ends
+        return [low, high], [fmt_count(low), fmt_count(high)]
+    top = max(abs(ticks[0]), abs(ticks[-1]))
+    unit, suffix = next(((u, x) for u, x in ((1e9, "G"), (1e6, "M"), (1e3, "k")) if top >= max(u, 10_000)), (1, ""))
+    # As many decimals as the step needs: 0.5M, 1.0M, 1.5M; 2M, 4M, 6M.
+    decimals = max(0, -math.floor(math.log10(step / unit) + 1e-9))
+    return ticks, [f"{tick / unit:,.{decimals}f}{suffix}" if tick else "0" for tick in ticks]
+
+
 def fmt_duration(seconds: float | None) -> str:
     """Seconds as m:ss or h:mm:ss; — when unknown."""
     if seconds is None or not math.isfinite(seconds):

@@ -12,6 +12,8 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
+from rltui.ui.format import count_ticks
+
 # (metric, title) that the chart can show, in cycling order.
 CHART_METRICS = (
     ("episode_return", "episode return"),
@@ -146,6 +148,9 @@ class MetricChart(PlotextPlot):
             if self.shows_seeds:
                 self._plot_seeds(buckets)
             plt.plot(xs, ys, marker="braille", color=self._colour("metric-chart--line"))
+            # plotext labels env steps as raw floats (3054592.0): round ticks, 1.5M labels,
+            # about one per 10 columns (it drops a label that would overlap another).
+            plt.xticks(*count_ticks(min(xs), max(xs), max(2, self.size.width // 10)))
             edit_colour = self._colour("metric-chart--edit")
             for step in self.edit_steps:
                 if self._steps[0] <= step <= self._steps[-1]:
