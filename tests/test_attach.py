@@ -97,7 +97,7 @@ def test_stopping_the_run_is_explicit_and_confirmed(tmp_path):
             assert fake.commands == [Stop()]
             assert app.return_code is None  # the dashboard stays to show how it ended
             assert "stopped at update 0" in app.dashboard.events_log.text
-            assert app.check_action("stop_run", ()) is None  # shown, dimmed: nothing left to stop
+            assert app.check_action("stop_run", ()) is False  # hidden: nothing left to stop
             await pilot.press("q")
             assert app.return_code == 0
 

@@ -27,6 +27,7 @@ from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParam
 from rltui.session.commands import Rollback
 from rltui.session.devices import DeviceSampler, DeviceStatsSource
 from rltui.session.interface import SessionClient
+from rltui.ui import availability
 from rltui.ui.format import fmt_value
 from rltui.ui.messages import (
     DeviceStatsSampled,
@@ -45,19 +46,6 @@ STOP_TIMEOUT = 5.0
 # Seconds between a snapshot's arrival and drawing it (see on_metrics_updated).
 AFTER_CHUNK_DELAY = 0.05
 LIVE = (SessionState.IDLE, SessionState.COMPILING, SessionState.RUNNING, SessionState.PAUSED)
-# Actions that exist only for a run this process owns, or only for an attached one.
-_OWNED_ONLY = frozenset({"quit"})
-_ATTACHED_ONLY = frozenset({"detach", "stop_run"})
-# Actions on the run, titled for the note that says why one cannot act now. Their keys
-# are hidden from the footer meanwhile; a second binding of the key (app.explain) says why.
-_RUN_ACTIONS = {
-    "pause": "pause",
-    "resume": "resume",
-    "edit_hparams": "edit hyperparameters",
-    "save_checkpoint": "save checkpoint",
-    "rollback": "roll back",
-    "stop_run": "stop the run",
-}
 
 
 class DashboardApp(App[None]):
@@ -290,26 +278,12 @@ class DashboardApp(App[None]):
         return self.pending == "pausing" or (self.session_state is SessionState.PAUSED and self.pending != "resuming")
 
     def applies(self, action: str) -> bool:
-        """Whether `action` (with or without its "app." namespace) exists for this kind
-        of run: Quit for an owned one, Detach and Stop run for an attached one."""
-        name = action.removeprefix("app.")
-        return name not in (_OWNED_ONLY if self.attached else _ATTACHED_ONLY)
+        return availability.applies(action, attached=self.attached)
 
     def unavailable_reason(self, action: str) -> str | None:
-        """Why `action` (one of _RUN_ACTIONS) cannot act on the run now; None if it can."""
-        if self.quitting or self.pending == "stopping" or self.session_state is SessionState.STOPPING:
-            return "The run is stopping."
-        if self.session_state is SessionState.FINISHED:
-            return "The run has ended."
-        if self.session_state is SessionState.ERROR:
-            return "The run stopped with an error."
-        if action == "rollback" and (self.session_state is not SessionState.PAUSED or self.pending is not None):
-            # Throws away the updates since the last checkpoint: only from a deliberate
-            # (or divergence) pause, never in passing.
-            if self.pending == "pausing":
-                return "Pausing: roll back once the status line says paused."
-            return "Pause first (p): rolling back discards the updates since the last checkpoint."
-        return None
+        return availability.unavailable_reason(
+            action, state=self.session_state, pending=self.pending, quitting=self.quitting
+        )
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "explain":  # the fallback binding of a key whose action cannot act now
@@ -317,10 +291,8 @@ class DashboardApp(App[None]):
             return self.applies(str(name)) and self.unavailable_reason(str(name)) is not None
         if not self.applies(action):
             return False
-        if action in _RUN_ACTIONS and self.unavailable_reason(action) is not None:
-            # Hidden from the footer; its key's explain binding says why. An attached
-            # dashboard keeps "Stop run" in view, dimmed: the run it watched has ended.
-            return None if action == "stop_run" else False
+        if action in availability.RUN_ACTIONS and self.unavailable_reason(action) is not None:
+            return False  # hidden from the footer; its key's explain binding says why
         if action == "pause":
             return not self.wants_paused
         if action == "resume":
@@ -335,7 +307,7 @@ class DashboardApp(App[None]):
         that can do nothing say why rather than nothing."""
         reason = self.unavailable_reason(action)
         if reason is not None:
-            self.notify(reason, title=_RUN_ACTIONS[action], timeout=4)
+            self.notify(reason, title=availability.RUN_ACTIONS[action], timeout=4)
         return reason is not None
 
     def action_toggle_pause(self) -> None:
