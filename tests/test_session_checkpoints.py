@@ -65,6 +65,13 @@ class Events(SessionListener):
         return [e.kind for e in self.events]
 
 
+def wait_until_paused(session, seconds: float = 4.0) -> None:
+    for _ in range(int(seconds / 0.02)):
+        if session.state is SessionState.PAUSED:
+            return
+        session.join(0.02)
+
+
 def run_session(tmp_path, backend, total, **kwargs):
     store = CheckpointStore.for_run(tmp_path, keep=kwargs.pop("keep", 3))
     session = TrainingSession(backend, DynamicHParams(), total, checkpoints=store, **kwargs)
@@ -146,10 +153,7 @@ def test_nan_pauses_and_never_writes_a_checkpoint_of_the_diverged_state(tmp_path
     backend = CountingBackend(bad_from=6)
     session, store, events = run_session(tmp_path, backend, 100, checkpoint_policy=CheckpointPolicy(every_updates=2))
     session.start()
-    for _ in range(200):
-        if session.state is SessionState.PAUSED:
-            break
-        session.join(0.02)
+    wait_until_paused(session)
     assert session.state is SessionState.PAUSED and session.nonfinite
     session.submit(SaveCheckpoint())
     session.submit(Stop())
@@ -163,10 +167,7 @@ def test_rollback_restores_latest_checkpoint_and_keeps_edited_hparams(tmp_path):
     backend = CountingBackend(bad_from=6)
     session, store, events = run_session(tmp_path, backend, 100, checkpoint_policy=CheckpointPolicy(every_updates=2))
     session.start()
-    for _ in range(200):
-        if session.state is SessionState.PAUSED:
-            break
-        session.join(0.02)
+    wait_until_paused(session)
     assert session.nonfinite
     good = json.loads(store.latest().read_bytes())["counter"]
     backend.bad_from = None  # the lower learning rate "fixes" training
@@ -199,10 +200,7 @@ def test_rollback_takes_the_history_back_to_the_checkpoint(tmp_path):
     session.add_listener(snapshots)
     session.add_listener(recorder)
     session.start()
-    for _ in range(200):
-        if session.state is SessionState.PAUSED:
-            break
-        session.join(0.02)
+    wait_until_paused(session)
     assert session.nonfinite
     diverged, good = session.updates_done, json.loads(store.latest().read_bytes())["counter"]
     assert diverged > good
