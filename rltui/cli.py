@@ -4,6 +4,7 @@ input costs milliseconds and gives one line and exit code 2, never a traceback."
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -194,12 +195,23 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_USAGE
 
 
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a tool SIGPIPE ended
+
+
 def entry() -> None:
-    """The `rltui` command (console script and `python -m rltui`). Once `main` has returned
-    the run is over and its files are written; a Ctrl+C during the interpreter's teardown
-    (JAX's takes most of a second) must not turn that clean end into "killed by SIGINT"
-    (exit 130), so the teardown ignores it."""
-    code = main()
+    """The `rltui` command (console script and `python -m rltui`).
+
+    Once `main` has returned the run is over and its files are written; a Ctrl+C during the
+    interpreter's teardown (JAX's takes most of a second) must not turn that clean end into
+    "killed by SIGINT" (exit 130), so the teardown ignores it. Output piped into a reader
+    that stops early (`rltui info RUN | head`) ends quietly, as other command-line tools do,
+    not with a traceback."""
+    try:
+        code = main()
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_BROKEN_PIPE
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(code)
 

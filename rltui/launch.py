@@ -25,6 +25,13 @@ def _config_and_resume(args) -> tuple[RunConfig, tuple[Path, bytes, dict] | None
         return build_config(file_values, overrides, use_preset=not args.no_preset), None
     path, data, metadata = load_verified_checkpoint(Path(args.resume), "--resume")
     config = resume_config(metadata.get("config", {}), metadata.get("hparams", {}), {**file_values, **overrides})
+    done = int(metadata.get("update", 0))
+    if config.total_updates <= done:
+        raise LaunchError(
+            f"total_timesteps: the checkpoint is at update {done:,} ({done * config.steps_per_update:,} env steps), "
+            f"which {config.total_timesteps:,} does not go beyond; set a larger one to train on, "
+            f"e.g. --set total_timesteps={2 * done * config.steps_per_update}"
+        )
     return config, (path, data, metadata)
 
 
@@ -107,7 +114,9 @@ def launch(args, spec=None) -> int:
     try:
         if resume is not None:
             path, _, metadata = resume
-            run_dir = Path(args.run_dir) if args.run_dir else _resume_run_dir(path)
+            run_dir = _resume_run_dir(path)
+            if args.run_dir and Path(args.run_dir).resolve() != run_dir.resolve():
+                run_dir = prepare_run_dir(config, args.run_dir)  # a new directory, as for a new run
             write_config(run_dir, config)
             from rltui.session.recorder import truncate_metrics
 

@@ -79,6 +79,7 @@ BAD_INPUTS = [
     pytest.param(["--set", "anneal_lr=3"], "anneal_lr", id="wrong-type-bool"),
     pytest.param(["--set", "lr=0"], "lr", id="out-of-range-lr"),
     pytest.param(["--set", "gamma=1.5"], "gamma", id="out-of-range-gamma"),
+    pytest.param(["--set", "lr=inf"], "lr", id="not-finite-lr"),
     pytest.param(["--set", "num_envs=0"], "num_envs", id="out-of-range-num-envs"),
     pytest.param(["--set", "env=CartPole-v9"], "env", id="unknown-env"),
     pytest.param(["--set", "num_minibatches=3"], "num_minibatches", id="minibatches-not-dividing"),
@@ -108,6 +109,8 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, field):
         assert "line 3" in lines[0]
     if args[-1] == "missing.toml":
         assert "missing.toml" in lines[0]
+    if args[-1] == "lr=inf":
+        assert "not a finite number" in lines[0], lines[0]
 
 
 def test_more_devices_than_available(tmp_path):
@@ -490,6 +493,19 @@ def test_ctrl_c_after_the_end_leaves_a_clean_exit(tmp_path):
         tmp_path,
     )
     assert result.returncode == 0 and "KeyboardInterrupt" not in result.stderr, result.stderr
+
+
+def test_output_into_a_pipe_closed_early_ends_quietly(tmp_path):
+    # `rltui envs | head -1`: the reader is gone before rltui writes (gymnax's import
+    # takes a second), so every write meets a closed pipe.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rltui", "envs"], cwd=tmp_path, env=cli_env(tmp_path / ".cache-unused"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=60) == 128 + signal.SIGPIPE, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
 
 
 def test_headless_second_ctrl_c_quits_at_once_and_cleans_up(tmp_path):

@@ -282,6 +282,33 @@ def test_resume_from_checkpoint_file_with_new_lr(work, cache, run_b):
     assert verify_checksum(checkpoints(run_dir)[-1][1])["hparams"]["lr"] == pytest.approx(1e-4, rel=1e-6)
 
 
+def test_resume_into_a_new_run_dir(work, cache, run_b):
+    _, snapshot, _ = run_b
+    metrics = (snapshot / "metrics.jsonl").read_bytes()
+    new = work / "B-elsewhere" / "not-yet-there"
+    result = rltui(
+        ["launch", "--no-ui", "--resume", snapshot, "--run-dir", new, "--set", f"total_timesteps={(K + 2) * STEPS}"],
+        work, cache, timeout=300,
+    )
+    assert_ok(result)
+    assert [r["update"] for r in read_jsonl(new / "metrics.jsonl")] == [K + 1, K + 2]
+    assert checkpoints(new)[-1][0] == K + 2
+    assert (snapshot / "metrics.jsonl").read_bytes() == metrics  # the old run is left as it was
+    events = read_jsonl(new / "events.jsonl")
+    # Every event of the resumed run carries its update and the run's clock, continued.
+    assert [(e["kind"], e["update"]) for e in events[:2]] == [("resumed", K), ("compiled", K)]
+    assert [e["wall_time"] for e in events] == sorted(e["wall_time"] for e in events)
+
+
+def test_resume_to_a_total_already_reached_is_refused(work, cache, run_b):
+    _, snapshot, _ = run_b
+    config = (snapshot / "config.toml").read_bytes()
+    result = rltui(["launch", "--no-ui", "--resume", snapshot], work, cache, timeout=120)
+    line = assert_one_line_error(result, "total_timesteps", f"at update {K} ")
+    assert f"--set total_timesteps={2 * K * STEPS}" in line
+    assert (snapshot / "config.toml").read_bytes() == config
+
+
 @pytest.mark.parametrize("key,value", [
     ("num_envs", "8"),
     ("hidden_sizes", "[32]"),

@@ -148,6 +148,8 @@ def validate_hparam(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
         raise HParamError(f"{name}: expected {allowed}, got {value!r}")
     number = float(value)
-    if not math.isfinite(number) or not ok(number):
+    if not math.isfinite(number):
+        raise HParamError(f"{name}: expected {allowed}, got {value!r}, which is not a finite number")
+    if not ok(number):
         raise HParamError(f"{name}: expected {allowed}, got {value!r}")
     return number

@@ -166,12 +166,15 @@ class TrainingSession:
             self._set_state(SessionState.COMPILING)
             started = self._clock()
             self.backend.build(self._hparams)
-            self._event("compiled", f"compiled in {self._clock() - started:.1f} s", seconds=self._clock() - started)
+            seconds = self._clock() - started
             if self._checkpoints is not None:
                 self._checkpoints.prepare()
             if self._resume is not None:
+                # Before the compiled event, so that every event of a resumed run carries
+                # its update index and the run's clock, both continued from the checkpoint.
                 self._restore(self._resume, "resumed")
                 self._resume = None
+            self._event("compiled", f"compiled in {seconds:.1f} s", seconds=seconds)
             self._last_save = (self._updates_done, self._clock())
             self._set_state(SessionState.RUNNING)
             self._loop()
