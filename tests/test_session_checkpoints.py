@@ -4,6 +4,7 @@ import errno
 import json
 import math
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -257,3 +258,8 @@ def test_resolve_checkpoint(tmp_path):
     store.save(b"b", 7)
     assert resolve_checkpoint(tmp_path).name == "checkpoint-000000007.msgpack"
     assert resolve_checkpoint(store.paths()[0]).name == "checkpoint-000000005.msgpack"
+
+
+def test_resolve_checkpoint_of_something_that_is_not_a_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="is not a checkpoint file or a run directory"):
+        resolve_checkpoint(Path("/dev/null"))

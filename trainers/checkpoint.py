@@ -100,7 +100,7 @@ def _unpack(data: bytes) -> dict[str, Any]:
     try:
         outer = msgpack.unpackb(data, raw=False, strict_map_key=True)
     except Exception as err:  # msgpack raises several types for truncated/garbage input
-        raise CheckpointError(f"not a readable checkpoint (truncated or corrupted: {type(err).__name__})") from None
+        raise CheckpointError("not a readable checkpoint: truncated, damaged, or not a checkpoint at all") from None
     if not isinstance(outer, dict) or outer.get("format") != FORMAT:
         raise CheckpointError("not an rltui checkpoint")
     version = outer.get("version")

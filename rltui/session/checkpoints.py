@@ -134,4 +134,6 @@ def resolve_checkpoint(path: Path) -> Path:
             if latest is not None:
                 return latest
         raise FileNotFoundError(f"{path} holds no checkpoints")
+    if path.exists():  # a device, a pipe...: there, but not a file to read a checkpoint from
+        raise FileNotFoundError(f"{path} is not a checkpoint file or a run directory")
     raise FileNotFoundError(f"no such file or directory: {path}")
