@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shlex
 import signal
-import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -50,7 +49,6 @@ class ProgressListener(SessionListener):
         self.latest_return: float | None = None
         self._chunks = 0
         self._stopping = False
-        self._lock = threading.Lock()
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
