@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+
 import jax
 import numpy as np
 import pytest
@@ -70,7 +72,10 @@ def test_seed_row_averages_seeds_and_keeps_each():
     assert np.isnan(row["grad_norm"])  # one diverged seed trips the guard
     assert row["per_seed"]["episode_return"][0] == 10.0 and np.isnan(row["per_seed"]["episode_return"][1])
     record = UpdateRecord(update=1, env_steps=8, wall_time=0.1, sps=80.0, values=row, per_seed=row["per_seed"])
-    assert record.to_json()["seeds"]["episode_return"] == [10.0, None, 30.0]
+    written = json.loads(json.dumps(record.to_json()))  # as metrics.jsonl holds it
+    assert written["seeds"]["episode_return"] == [10.0, None, 30.0]
+    assert written["episodes"] == 3 and isinstance(written["episodes"], int)  # a count, not "3.0"
+    assert written["seeds"]["episodes"] == [1, 0, 2] and all(isinstance(n, int) for n in written["seeds"]["episodes"])
 
 
 def test_backend_reports_mean_and_per_seed_rows():

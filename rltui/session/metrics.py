@@ -26,8 +26,11 @@ TRAINER_METRICS = (
 )
 
 
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
+def _json_value(name: str, value: float) -> float | int | None:
+    """A metric as metrics.jsonl holds it: null where undefined, the episode count as an integer."""
+    if not math.isfinite(value):
+        return None
+    return int(value) if name == "episodes" else value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,10 +62,10 @@ class UpdateRecord:
         }
         for name in TRAINER_METRICS:
             value = self.values.get(name, math.nan)
-            out[name] = _finite_or_none(float(value))
+            out[name] = _json_value(name, float(value))
         if self.per_seed:
             out["seeds"] = {
-                name: [_finite_or_none(float(v)) for v in self.per_seed[name]]
+                name: [_json_value(name, float(v)) for v in self.per_seed[name]]
                 for name in TRAINER_METRICS
                 if name in self.per_seed
             }
