@@ -233,7 +233,7 @@ def test_updates_through_data_parallel_with_ppo_metrics():
     assert len(m["lr"]) == 3
     for key in ("policy_loss", "value_loss", "entropy", "approx_kl", "grad_norm", "episode_return"):
         assert np.all(np.isfinite(m[key])), key
-    np.testing.assert_array_equal(m["clip_frac"], 0.0)
+    assert np.all(np.isnan(m["clip_frac"]))  # not defined without a clipped objective
     assert np.all(m["approx_kl"] >= 0) and np.all(m["approx_kl"] < 0.1)
     assert np.all(m["entropy"] > 0.6)  # two actions, near uniform at the start
     after = jax.tree.map(np.asarray, parallel.unreplicate(state.params))

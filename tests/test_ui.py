@@ -18,6 +18,7 @@ from rltui.ui.app import DashboardApp
 from rltui.ui.runner import run_dashboard
 from rltui.ui.screens import HelpScreen, HParamEditor, QuitConfirm, StopRunConfirm
 from rltui.ui.widgets import MetricSparkline
+from rltui.ui.widgets.chart import CHART_METRICS
 
 TIMEOUT = 10.0
 
@@ -455,6 +456,23 @@ def test_elapsed_goes_on_while_paused_and_stops_when_the_run_ends(tmp_path):
         assert "elapsed 0:15" in progress_text(app)
 
     run_scenario(fake, tmp_path, scenario, clock=lambda: now[0])
+
+
+def test_chart_passes_over_a_metric_the_algorithm_does_not_define(tmp_path):
+    fake = FakeSession()  # as REINFORCE reports: no clip fraction, NaN in every update
+    undefined = {update: {"clip_frac": math.nan} for update in range(1, 6)}
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 5, undefined)
+        await until(pilot, lambda: "update 5/" in progress_text(app))
+        seen = []
+        for _ in range(len(CHART_METRICS)):
+            await pilot.press("c")
+            seen.append(app.dashboard.chart.metric)
+        assert "clip_frac" not in seen
+        assert set(seen) == {name for name, _ in CHART_METRICS} - {"clip_frac"}
+
+    run_scenario(fake, tmp_path, scenario)
 
 
 def test_chart_labels_env_steps_compactly(tmp_path):

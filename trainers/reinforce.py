@@ -24,7 +24,8 @@ step of `-mean(log pi(a|s) * A)`, gradients averaged over devices with `lax.pmea
   recompile. gae_lambda and clip_eps are unused.
 - Metrics are PPO's `UpdateMetrics`: `approx_kl` is the estimator E[(r - 1) - log r] of
   KL(rollout policy || updated policy) over the valid steps (one extra forward pass);
-  `clip_frac` is always 0.
+  `clip_frac` is NaN: nothing is clipped in this objective, so there is no fraction to
+  report (metrics.jsonl writes null; the dashboard's chart passes over it).
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ class REINFORCE(OnPolicyTrainer):
             value_loss=value_loss,
             entropy=entropy,
             approx_kl=approx_kl,
-            clip_frac=jnp.zeros((), jnp.float32),
+            clip_frac=jnp.full((), jnp.nan, jnp.float32),
             grad_norm=grad_norm,
             lr=lr,
         )

@@ -101,9 +101,20 @@ class MetricChart(PlotextPlot):
         self.watch_metric()
 
     def cycle(self) -> str:
+        """Move to the next metric, passing over one the run does not define (REINFORCE has
+        no clip fraction: its values are all NaN)."""
         names = [name for name, _ in CHART_METRICS]
-        self.metric = names[(names.index(self.metric) + 1) % len(names)] if self.metric in names else names[0]
+        start = names.index(self.metric) if self.metric in names else -1
+        for offset in range(1, len(names) + 1):
+            name = names[(start + offset) % len(names)]
+            if not self._undefined(name):
+                break
+        self.metric = name
         return self.metric
+
+    def _undefined(self, metric: str) -> bool:
+        values = self._history.get(metric, ())
+        return bool(values) and not any(math.isfinite(v) for v in values)
 
     def watch_metric(self) -> None:
         self.border_title = f"{self.title} (c)"
