@@ -287,9 +287,23 @@ def load_toml(path: Path) -> dict[str, Any]:
     except OSError as err:
         raise ConfigError(f"--config: cannot read {path}: {err.strerror}") from None
     try:
-        return tomllib.loads(text)
+        values = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"--config: {path} is not valid TOML: {err}") from None
+    try:  # checked here so that an error names the file it is in, not only the key
+        for key, value in values.items():
+            _coerce(_known_key(key, value), value)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
+    return values
+
+
+def _known_key(key: str, value: Any) -> str:
+    if key not in _FIELDS:
+        if isinstance(value, dict):
+            raise ConfigError(f"{key}: tables are not supported; keys are flat (e.g. lr = 3e-4)")
+        raise ConfigError(f"{key}: unknown key; known keys: {', '.join(_FIELDS)}")
+    return key
 
 
 # Built-in defaults that differ by algorithm (below any file or --set value). REINFORCE makes
@@ -308,11 +322,7 @@ def build_config(
     merged: dict[str, Any] = {}
     for source in (file_values or {}, overrides or {}):
         for key, value in source.items():
-            if key not in _FIELDS:
-                if isinstance(value, dict):
-                    raise ConfigError(f"{key}: tables are not supported; keys are flat (e.g. lr = 3e-4)")
-                raise ConfigError(f"{key}: unknown key; known keys: {', '.join(_FIELDS)}")
-            merged[key] = _coerce(key, value)
+            merged[key] = _coerce(_known_key(key, value), value)
     algo = merged.get("algo", RunConfig.algo)
     algo_defaults = ALGO_DEFAULTS.get(algo, {})
     if use_preset:
@@ -352,9 +362,7 @@ def resume_config(
             base[name] = bool(value) if isinstance(getattr(RunConfig, name), bool) else value
     original = build_config(base, use_preset=False)
     for key, value in overrides.items():
-        if key not in _FIELDS:
-            raise ConfigError(f"{key}: unknown key; known keys: {', '.join(_FIELDS)}")
-        if key not in RESUMABLE_KEYS and _coerce(key, value) != getattr(original, key):
+        if key not in RESUMABLE_KEYS and _coerce(_known_key(key, value), value) != getattr(original, key):
             raise ConfigError(
                 f"{key}: cannot change when resuming (the checkpoint was made with {getattr(original, key)!r}); "
                 "start a new run instead"

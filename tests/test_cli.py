@@ -86,7 +86,9 @@ BAD_INPUTS = [
     pytest.param(["--set", "lr"], "--set", id="set-without-equals"),
     pytest.param(["--config", "bad.toml"], "--config", id="malformed-toml"),
     pytest.param(["--config", "missing.toml"], "--config", id="missing-config"),
-    pytest.param(["--config", "table.toml"], "ppo", id="toml-table"),
+    pytest.param(["--config", "table.toml"], "table.toml: ppo", id="toml-table"),
+    # A bad value in a file names the file: the same key may also come from --set.
+    pytest.param(["--config", "wrong.toml"], "wrong.toml: lr", id="toml-wrong-type"),
     pytest.param(["--set", "devices=2", "--set", "num_envs=3"], "num_envs", id="envs-not-divisible-by-devices"),
     # On CPU `devices` > 1 asks XLA for that many host devices, so 64 of them exist and
     # the default 4 environments cannot be split over them.
@@ -98,6 +100,7 @@ BAD_INPUTS = [
 def test_bad_input_is_one_line_exit_2(tmp_path, args, field):
     (tmp_path / "bad.toml").write_text('lr = 3e-4\nenv = "CartPole-v1"\nnum_envs = = 4\n', encoding="utf-8")
     (tmp_path / "table.toml").write_text("[ppo]\nlr = 3e-4\n", encoding="utf-8")
+    (tmp_path / "wrong.toml").write_text('lr = "fast"\n', encoding="utf-8")
     result = rltui(["launch", "--no-ui", *args], tmp_path)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.splitlines()
