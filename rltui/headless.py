@@ -84,6 +84,8 @@ class ProgressListener(SessionListener):
         self.latest_return = snapshot.latest_return
         self._chunks += 1
         ret = _fmt_return(snapshot.latest_return)
+        if len(snapshot.seed_returns) > 1:
+            ret += f" (mean of {len(snapshot.seed_returns)} seeds)"
         done = snapshot.update >= snapshot.total_updates
         eta = None if self._chunks < 2 and not done else snapshot.eta_seconds
         self.progress.update(

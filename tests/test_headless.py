@@ -14,7 +14,7 @@ STEPS = 100  # env steps per update
 TOTAL = 100  # updates
 
 
-def snapshot(update: int, sps: float) -> MetricsSnapshot:
+def snapshot(update: int, sps: float, seed_returns: tuple = ()) -> MetricsSnapshot:
     return MetricsSnapshot(
         state=SessionState.RUNNING,
         update=update,
@@ -27,6 +27,7 @@ def snapshot(update: int, sps: float) -> MetricsSnapshot:
         new_records=(),
         history=MappingProxyType({"episode_return": (20.0,)}),
         history_env_steps=(update * STEPS,),
+        seed_returns=seed_returns,
     )
 
 
@@ -83,6 +84,13 @@ def test_plain_lines_when_not_a_terminal():
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("update 1/100  steps 100  sps 100  return 20.0  eta —"), lines
     assert lines[-1].endswith("eta 0s"), lines
+
+
+def test_return_of_several_seeds_says_it_is_their_mean():
+    listener, out = bar(terminal=False)
+    listener.on_metrics(snapshot(1, sps=100.0, seed_returns=((10.0,), (20.0,), (30.0,))))
+    assert listener.progress.tasks[0].fields["ret"] == "20.0 (mean of 3 seeds)"
+    assert "return 20.0 (mean of 3 seeds)" in out.getvalue()
 
 
 def test_abort_leaves_the_bar_saying_aborted():
