@@ -41,6 +41,31 @@ def test_learned_std_parameter_starts_at_log_std_init():
     assert networks.entropy(jnp.zeros((7, 3)), log_std, False).shape == (7,)
 
 
+@pytest.mark.parametrize("net", [
+    networks.ActorCritic(num_actions=3, discrete=True, hidden_sizes=(8, 8)),
+    networks.ActorCritic(num_actions=1, discrete=False, hidden_sizes=(8,)),  # one action: log_std (1,)
+    networks.ActorCritic(num_actions=2, discrete=False, hidden_sizes=(8,), log_std_mode="state"),
+    networks.ActorCritic(num_actions=3, discrete=True, hidden_sizes=(8,), image_shape=(3, 2, 2)),
+], ids=["categorical", "gaussian-param-std", "gaussian-state-std", "cnn"])
+def test_outputs_over_time_and_env_axes_are_each_rows_own(net):
+    """The networks flatten leading axes into rows (a speed-up on CPU) and give them back:
+    the output at [t, e] is the network's output for obs[t, e] alone, and a per-action
+    log_std keeps its shape, also for a single observation."""
+    obs = jax.random.normal(jax.random.PRNGKey(0), (4, 3, 12))  # (time, env, features)
+    params = net.init(jax.random.PRNGKey(1), obs[0])
+    params = jax.tree.map(lambda x: x * 5, params)  # outputs that differ between rows
+    policy_out, log_std, value = net.apply(params, obs)
+    assert policy_out.shape == (4, 3, 3 if net.discrete else net.num_actions) and value.shape == (4, 3)
+    for t, e in [(0, 0), (1, 2), (3, 1)]:
+        one_out, one_log_std, one_value = net.apply(params, obs[t, e])
+        np.testing.assert_allclose(policy_out[t, e], one_out, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(value[t, e], one_value, rtol=1e-5, atol=1e-6)
+        if net.log_std_mode == "state" and not net.discrete:
+            np.testing.assert_allclose(log_std[t, e], one_log_std, rtol=1e-5, atol=1e-6)
+        else:
+            assert one_log_std.shape == log_std.shape == (() if net.discrete else (net.num_actions,))
+
+
 def test_image_patches_times_a_dense_layer_is_a_3x3_same_convolution():
     image = jax.random.normal(jax.random.PRNGKey(0), (2, 6, 5, 3))  # (batch, H, W, C)
     kernel = jax.random.normal(jax.random.PRNGKey(1), (3, 3, 3, 4))  # (kh, kw, in, out)

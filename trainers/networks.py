@@ -48,6 +48,18 @@ def _patches3x3(image: jax.Array) -> jax.Array:
     return jnp.concatenate(shifted, axis=-1)
 
 
+def _rows(x: jax.Array) -> tuple[jax.Array, tuple[int, ...]]:
+    """(..., F) -> (N, F) and the leading shape to give back. XLA's CPU backend computes a
+    Dense layer's gradient several times slower for a (time, env, F) batch than for the
+    same rows as (time * env, F): flattened, PPO's epochs at 64 envs x 128 steps ran in
+    0.54x the time. So the networks see rows, and their outputs get the leading axes back."""
+    return x.reshape((-1, x.shape[-1])), x.shape[:-1]
+
+
+def _unrows(x: jax.Array, lead: tuple[int, ...]) -> jax.Array:
+    return x.reshape(lead + x.shape[1:])
+
+
 def _dense(features: int, scale: float, dtype) -> nn.Dense:
     # `dtype` is the computation dtype; params stay float32 (param_dtype's default), so
     # the optimizer and its state never see bfloat16.
@@ -80,6 +92,7 @@ class ActorCritic(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         act = _ACTIVATIONS[self.activation]
+        obs, lead = _rows(obs)
         if self.image_shape is not None:
             image = obs.reshape(obs.shape[:-1] + tuple(self.image_shape))
             conv = _dense(self.CONV_FEATURES, math.sqrt(2), self.dtype)
@@ -99,7 +112,9 @@ class ActorCritic(nn.Module):
         for size in self.hidden_sizes:
             v = act(_dense(size, math.sqrt(2), self.dtype)(v))
         value = _float32(_dense(1, 1.0, self.dtype)(v)[..., 0])
-        return policy_out, log_std, value
+        if state_std:  # one per row; a "param" log_std has no row axis
+            log_std = _unrows(log_std, lead)
+        return _unrows(policy_out, lead), log_std, _unrows(value, lead)
 
 
 class RecurrentActorCritic(nn.Module):
@@ -143,27 +158,31 @@ class RecurrentActorCritic(nn.Module):
         return not self.discrete and self.log_std_mode == "state"
 
     def encode(self, obs: jax.Array) -> jax.Array:
-        return _float32(_ACTIVATIONS[self.activation](self.embed(obs)))
+        obs, lead = _rows(obs)
+        return _unrows(_float32(_ACTIVATIONS[self.activation](self.embed(obs))), lead)
 
     def recur(self, hidden: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         return self.cell(hidden, x)
 
     def heads(self, y: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         act = _ACTIVATIONS[self.activation]
+        y, lead = _rows(y)
         pi, v = y, y
         for layer in self.actor:
             pi = act(layer(pi))
         for layer in self.critic:
             v = act(layer(v))
         head = _float32(self.policy_head(pi))
+        value = _unrows(_float32(self.value_head(v)[..., 0]), lead)
         if self.discrete:
-            return head, jnp.zeros(()), _float32(self.value_head(v)[..., 0])  # log_std unused
+            return _unrows(head, lead), jnp.zeros(()), value  # log_std unused
         if self._state_std:
             policy_out = head[..., : self.num_actions]
             log_std = _gaussian_log_std(self, head[..., self.num_actions:], "state", self.log_std_init, self.num_actions)
+            log_std = _unrows(log_std, lead)
         else:
             policy_out, log_std = head, self.log_std
-        return policy_out, log_std, _float32(self.value_head(v)[..., 0])
+        return _unrows(policy_out, lead), log_std, value
 
     def __call__(self, hidden: jax.Array, obs: jax.Array):
         hidden, y = self.recur(hidden, self.encode(obs))
