@@ -17,10 +17,12 @@ from rltui.runtime import resolve_cpu_threads
     [
         ({}, 1),  # the defaults: CartPole, 4 envs x 128 steps, 4 minibatches
         ({"num_envs": 8}, 1),
-        ({"num_envs": 16}, 0),
+        ({"num_envs": 16}, 1),
+        ({"num_envs": 24}, 0),
         ({"num_envs": 64}, 0),
-        ({"algo": "reinforce"}, 0),  # one gradient step on the whole 512-step batch
-        ({"num_seeds": 4}, 0),  # the seeds' minibatches add up
+        ({"algo": "reinforce", "num_envs": 8, "num_steps": 512}, 0),  # its defaults: one step on 4096 samples
+        ({"num_seeds": 4}, 1),
+        ({"num_seeds": 8}, 0),  # the seeds' minibatches add up
         ({"env": "Breakout-MinAtar", "num_envs": 64, "num_minibatches": 8}, 0),  # its preset: 400 inputs
         ({"hidden_sizes": (512, 512)}, 0),
         ({"network": "cnn", "env": "Breakout-MinAtar"}, 0),
