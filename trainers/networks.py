@@ -96,8 +96,8 @@ class ActorCritic(nn.Module):
         if self.image_shape is not None:
             image = obs.reshape(obs.shape[:-1] + tuple(self.image_shape))
             conv = _dense(self.CONV_FEATURES, math.sqrt(2), self.dtype)
-            features = nn.relu(conv(_patches3x3(image)))
-            obs = features.reshape(obs.shape[:-1] + (-1,))
+            pixels, _ = _rows(_patches3x3(image))  # one row per pixel, as for the towers
+            obs = nn.relu(conv(pixels)).reshape(obs.shape[:-1] + (-1,))
         x = obs
         for size in self.hidden_sizes:
             x = act(_dense(size, math.sqrt(2), self.dtype)(x))
