@@ -91,6 +91,7 @@ def test_return_of_several_seeds_says_it_is_their_mean():
     listener.on_metrics(snapshot(1, sps=100.0, seed_returns=((10.0,), (20.0,), (30.0,))))
     assert listener.progress.tasks[0].fields["ret"] == "20.0 (mean of 3 seeds)"
     assert "return 20.0 (mean of 3 seeds)" in out.getvalue()
+    assert listener.seeds == 3  # and the run's last line says so too (summary_line)
 
 
 def test_abort_leaves_the_bar_saying_aborted():
@@ -107,4 +108,7 @@ def test_summary_line_counts_in_words_a_user_reads():
     assert summary_line("Stopped", 1, 512, None) == "Stopped after 1 update (512 env steps), latest mean return —."
     assert summary_line("Finished", 21183, 10_845_696, 500.0) == (
         "Finished after 21,183 updates (10,845,696 env steps), latest mean return 500.0."
+    )
+    assert summary_line("Finished", 195, 99_840, 289.2, seeds=3) == (
+        "Finished after 195 updates (99,840 env steps), latest mean return 289.2 (mean of 3 seeds)."
     )

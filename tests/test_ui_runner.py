@@ -16,6 +16,11 @@ def test_a_finished_run_is_summed_up_as_headless_does():
     )
 
 
+def test_several_seeds_are_summed_up_as_their_mean():
+    last = snapshot(TOTAL, sps=1000.0, seed_returns=((10.0,), (30.0,)))
+    assert _summary(SessionState.FINISHED, last).endswith("latest mean return 20.0 (mean of 2 seeds).")
+
+
 def test_a_run_stopped_early_says_stopped():
     assert _summary(SessionState.FINISHED, snapshot(40, sps=1000.0)).startswith("Stopped after 40 updates (4,000 env")
 

@@ -46,7 +46,8 @@ def _summary(state: SessionState, snapshot: MetricsSnapshot) -> str:
     """The words `--no-ui` ends with, for a run that ended; where it is, otherwise."""
     if state is SessionState.FINISHED:
         verb = "Finished" if snapshot.update >= snapshot.total_updates else "Stopped"
-        return summary_line(verb, snapshot.update, snapshot.env_steps, snapshot.latest_return)
+        return summary_line(verb, snapshot.update, snapshot.env_steps, snapshot.latest_return,
+                            max(1, len(snapshot.seed_returns)))
     return f"At update {snapshot.update:,} ({snapshot.env_steps:,} env steps)."
 
 
