@@ -294,7 +294,7 @@ def load_toml(path: Path) -> dict[str, Any]:
         for key, value in values.items():
             _coerce(_known_key(key, value), value)
     except ConfigError as err:
-        raise ConfigError(f"{path}: {err}") from None
+        raise ConfigError(f"--config: {path}: {err}") from None
     return values
 
 

@@ -19,9 +19,21 @@ from rltui.session import MetricsSnapshot, SessionEvent, SessionListener, Sessio
 EXIT_OK, EXIT_ERROR, EXIT_NONFINITE = 0, 1, 3
 
 
-def _fmt_return(value: float | None, seeds: int = 1) -> str:
-    text = "—" if value is None else f"{value:.1f}"
-    return text if seeds <= 1 or value is None else f"{text} (mean of {seeds} seeds)"
+def _fmt_return(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}"
+
+
+def return_text(snapshot: MetricsSnapshot) -> str:
+    """The latest mean return, as both clients show it. With several seeds: the mean of each
+    seed's latest return, saying over how many seeds (those that have finished an episode)."""
+    seeds = len(snapshot.seed_returns)
+    if seeds <= 1:
+        return _fmt_return(snapshot.latest_return)
+    latest = [value for value in snapshot.seed_latest_returns if value is not None]
+    if not latest:
+        return "—"
+    of = f"{len(latest)}" if len(latest) == seeds else f"{len(latest)} of {seeds}"
+    return f"{sum(latest) / len(latest):.1f} (mean of {of} seeds)"
 
 
 def _fmt_eta(seconds: float | None) -> str:
@@ -31,11 +43,11 @@ def _fmt_eta(seconds: float | None) -> str:
     return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
 
 
-def summary_line(verb: str, updates: int, env_steps: int, latest_return: float | None, seeds: int = 1) -> str:
-    """How a run that ended is summed up, here and by the dashboard on exit."""
+def summary_line(verb: str, updates: int, env_steps: int, latest_return: str) -> str:
+    """How a run that ended is summed up, here and by the dashboard on exit;
+    `latest_return` as `return_text` gives it."""
     noun = "update" if updates == 1 else "updates"
-    return (f"{verb} after {updates:,} {noun} ({env_steps:,} env steps), "
-            f"latest mean return {_fmt_return(latest_return, seeds)}.")
+    return f"{verb} after {updates:,} {noun} ({env_steps:,} env steps), latest mean return {latest_return}."
 
 
 class ProgressListener(SessionListener):
@@ -48,8 +60,7 @@ class ProgressListener(SessionListener):
         self.interactive = console.is_terminal
         self.plain_interval = plain_interval
         self._last_plain = 0.0
-        self.latest_return: float | None = None
-        self.seeds = 1  # agents trained at once (num_seeds): the return shown is their mean
+        self.latest_return = "—"  # as return_text gives it
         self._chunks = 0
         self._stopping = False
         self.progress = Progress(
@@ -84,10 +95,8 @@ class ProgressListener(SessionListener):
         self.progress.update(self.task, description=description, **({"eta": "—"} if cut_short else {}))
 
     def on_metrics(self, snapshot: MetricsSnapshot) -> None:
-        self.latest_return = snapshot.latest_return
-        self.seeds = max(1, len(snapshot.seed_returns))
+        self.latest_return = ret = return_text(snapshot)
         self._chunks += 1
-        ret = _fmt_return(snapshot.latest_return, self.seeds)
         done = snapshot.update >= snapshot.total_updates
         eta = None if self._chunks < 2 and not done else snapshot.eta_seconds
         self.progress.update(
@@ -179,4 +188,4 @@ def run_headless(
     if session.nonfinite:
         return finish(Text("Training diverged (non-finite loss or gradient); stopped.", style="bold red"), EXIT_NONFINITE)
     verb = "Stopped" if session.stopped_early else "Finished"
-    return finish(Text(summary_line(verb, session.updates_done, session.env_steps, listener.latest_return, listener.seeds)), EXIT_OK)
+    return finish(Text(summary_line(verb, session.updates_done, session.env_steps, listener.latest_return)), EXIT_OK)

@@ -86,9 +86,9 @@ BAD_INPUTS = [
     pytest.param(["--set", "lr"], "--set", id="set-without-equals"),
     pytest.param(["--config", "bad.toml"], "--config", id="malformed-toml"),
     pytest.param(["--config", "missing.toml"], "--config", id="missing-config"),
-    pytest.param(["--config", "table.toml"], "table.toml: ppo", id="toml-table"),
+    pytest.param(["--config", "table.toml"], "--config: table.toml: ppo", id="toml-table"),
     # A bad value in a file names the file: the same key may also come from --set.
-    pytest.param(["--config", "wrong.toml"], "wrong.toml: lr", id="toml-wrong-type"),
+    pytest.param(["--config", "wrong.toml"], "--config: wrong.toml: lr", id="toml-wrong-type"),
     pytest.param(["--set", "devices=2", "--set", "num_envs=3"], "num_envs", id="envs-not-divisible-by-devices"),
     # On CPU `devices` > 1 asks XLA for that many host devices, so 64 of them exist and
     # the default 4 environments cannot be split over them.

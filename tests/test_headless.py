@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 from rich.console import Console
 
-from rltui.headless import ProgressListener, summary_line
+from rltui.headless import ProgressListener, return_text, summary_line
 from rltui.session import MetricsSnapshot, SessionState
 
 STEPS = 100  # env steps per update
@@ -91,7 +91,16 @@ def test_return_of_several_seeds_says_it_is_their_mean():
     listener.on_metrics(snapshot(1, sps=100.0, seed_returns=((10.0,), (20.0,), (30.0,))))
     assert listener.progress.tasks[0].fields["ret"] == "20.0 (mean of 3 seeds)"
     assert "return 20.0 (mean of 3 seeds)" in out.getvalue()
-    assert listener.seeds == 3  # and the run's last line says so too (summary_line)
+    assert listener.latest_return == "20.0 (mean of 3 seeds)"  # the run's last line says it too
+
+
+def test_seeds_return_is_each_seeds_latest_and_counts_those_that_have_one():
+    nan = float("nan")
+    # seed 0 finished an episode in update 1 only, seed 1 in both, seed 2 in neither
+    seeds = ((10.0, nan), (20.0, 40.0), (nan, nan))
+    assert return_text(snapshot(2, sps=100.0, seed_returns=seeds)) == "25.0 (mean of 2 of 3 seeds)"
+    assert return_text(snapshot(2, sps=100.0, seed_returns=((nan,), (nan,)))) == "—"
+    assert return_text(snapshot(2, sps=100.0)) == "20.0"  # one seed: the history's latest
 
 
 def test_abort_leaves_the_bar_saying_aborted():
@@ -105,10 +114,7 @@ def test_abort_leaves_the_bar_saying_aborted():
 
 
 def test_summary_line_counts_in_words_a_user_reads():
-    assert summary_line("Stopped", 1, 512, None) == "Stopped after 1 update (512 env steps), latest mean return —."
-    assert summary_line("Finished", 21183, 10_845_696, 500.0) == (
+    assert summary_line("Stopped", 1, 512, "—") == "Stopped after 1 update (512 env steps), latest mean return —."
+    assert summary_line("Finished", 21183, 10_845_696, "500.0") == (
         "Finished after 21,183 updates (10,845,696 env steps), latest mean return 500.0."
-    )
-    assert summary_line("Finished", 195, 99_840, 289.2, seeds=3) == (
-        "Finished after 195 updates (99,840 env steps), latest mean return 289.2 (mean of 3 seeds)."
     )

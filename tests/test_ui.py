@@ -23,10 +23,10 @@ from rltui.ui.widgets.chart import CHART_METRICS
 TIMEOUT = 10.0
 
 
-def run_scenario(session, run_dir: Path, scenario, size=(100, 30), **app_kwargs) -> DashboardApp:
+def run_scenario(session, run_dir: Path, scenario, size=(100, 30), config=None, **app_kwargs) -> DashboardApp:
     app_kwargs.setdefault("device_source", fixed_device_stats())
     app_kwargs.setdefault("user_theme_dir", run_dir / "no-user-themes")
-    app = DashboardApp(session, RunConfig(), run_dir, chart_interval=0, refresh_interval=0, **app_kwargs)
+    app = DashboardApp(session, config or RunConfig(), run_dir, chart_interval=0, refresh_interval=0, **app_kwargs)
 
     async def main():
         async with app.run_test(size=size) as pilot:
@@ -458,9 +458,12 @@ def test_elapsed_goes_on_while_paused_and_stops_when_the_run_ends(tmp_path):
     run_scenario(fake, tmp_path, scenario, clock=lambda: now[0])
 
 
-def test_chart_passes_over_a_metric_the_algorithm_does_not_define(tmp_path):
-    fake = FakeSession()  # as REINFORCE reports: no clip fraction, NaN in every update
-    undefined = {update: {"clip_frac": math.nan} for update in range(1, 6)}
+@pytest.mark.parametrize("algo", ["ppo", "reinforce"])
+def test_chart_passes_over_a_metric_the_algorithm_does_not_define(tmp_path, algo):
+    fake = FakeSession()
+    # Before any episode ends the return is NaN: still a metric the chart shows. REINFORCE
+    # has no clip fraction (NaN in every update): the chart passes over it.
+    undefined = {update: {"clip_frac": math.nan, "episode_return": math.nan} for update in range(1, 6)}
 
     async def scenario(app, pilot):
         fake.on_thread(fake.advance, 5, undefined)
@@ -469,10 +472,10 @@ def test_chart_passes_over_a_metric_the_algorithm_does_not_define(tmp_path):
         for _ in range(len(CHART_METRICS)):
             await pilot.press("c")
             seen.append(app.dashboard.chart.metric)
-        assert "clip_frac" not in seen
-        assert set(seen) == {name for name, _ in CHART_METRICS} - {"clip_frac"}
+        expected = {name for name, _ in CHART_METRICS} - ({"clip_frac"} if algo == "reinforce" else set())
+        assert set(seen) == expected and len(seen) == len(CHART_METRICS)
 
-    run_scenario(fake, tmp_path, scenario)
+    run_scenario(fake, tmp_path, scenario, config=RunConfig(algo=algo))
 
 
 def test_chart_labels_env_steps_compactly(tmp_path):

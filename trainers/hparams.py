@@ -13,6 +13,8 @@ import numpy as np
 
 ACTIVATIONS = ("tanh", "relu")
 ALGOS = ("ppo", "reinforce")
+# Metrics an algorithm has no such quantity for: reported as NaN in every update.
+UNDEFINED_METRICS = {"reinforce": ("clip_frac",)}
 PRECISIONS = ("fp32", "bf16")
 NETWORKS = ("mlp", "gru", "cnn")
 LOG_STD_MODES = ("param", "state")

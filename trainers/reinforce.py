@@ -25,7 +25,8 @@ step of `-mean(log pi(a|s) * A)`, gradients averaged over devices with `lax.pmea
 - Metrics are PPO's `UpdateMetrics`: `approx_kl` is the estimator E[(r - 1) - log r] of
   KL(rollout policy || updated policy) over the valid steps (one extra forward pass);
   `clip_frac` is NaN: nothing is clipped in this objective, so there is no fraction to
-  report (metrics.jsonl writes null; the dashboard's chart passes over it).
+  report (`hparams.UNDEFINED_METRICS`; metrics.jsonl writes null, the dashboard's chart
+  passes over it).
 """
 
 from __future__ import annotations

@@ -100,6 +100,12 @@ class MetricsSnapshot:
         return None
 
     @property
+    def seed_latest_returns(self) -> tuple[float | None, ...]:
+        """With several seeds: each seed's return in the most recent update in which that
+        seed finished an episode (None if it has not yet)."""
+        return tuple(next((v for v in reversed(values) if math.isfinite(v)), None) for values in self.seed_returns)
+
+    @property
     def eta_seconds(self) -> float | None:
         if self.sps <= 0:
             return None

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from rltui.config import RunConfig
-from rltui.headless import summary_line
+from rltui.headless import return_text, summary_line
 from rltui.session import MetricsSnapshot, SessionState
 from rltui.session.interface import SessionClient
 from rltui.ui.app import LIVE, STOP_TIMEOUT, DashboardApp
@@ -46,8 +46,7 @@ def _summary(state: SessionState, snapshot: MetricsSnapshot) -> str:
     """The words `--no-ui` ends with, for a run that ended; where it is, otherwise."""
     if state is SessionState.FINISHED:
         verb = "Finished" if snapshot.update >= snapshot.total_updates else "Stopped"
-        return summary_line(verb, snapshot.update, snapshot.env_steps, snapshot.latest_return,
-                            max(1, len(snapshot.seed_returns)))
+        return summary_line(verb, snapshot.update, snapshot.env_steps, return_text(snapshot))
     return f"At update {snapshot.update:,} ({snapshot.env_steps:,} env steps)."
 
 

@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from rltui.config import RunConfig
+from trainers.hparams import UNDEFINED_METRICS
 from rltui.session import MetricsSnapshot, SessionEvent, SessionState
 from rltui.session.devices import DeviceStats
 from rltui.ui.widgets import DevicePanel, EventsLog, HParamsPanel, MetricChart, MetricsPanel, StatusBar
@@ -71,7 +72,8 @@ class DashboardScreen(Screen):
         yield StatusBar(id="status")
         with Container(id="body"):
             yield MetricsPanel(id="metrics")
-            yield MetricChart(id="chart", min_interval=self.chart_interval)
+            yield MetricChart(id="chart", min_interval=self.chart_interval,
+                              skip=UNDEFINED_METRICS.get(self.config.algo, ()))
             yield HParamsPanel(self.config, id="hparams", classes="side-panel")
             yield DevicePanel(id="devices", classes="side-panel")
             yield EventsLog(id="events", classes="side-panel")

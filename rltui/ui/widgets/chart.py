@@ -62,9 +62,10 @@ class MetricChart(PlotextPlot):
     metric: reactive[str] = reactive("episode_return")
     seed_view: reactive[str] = reactive("band")
 
-    def __init__(self, *, min_interval: float = 2.0, clock=time.monotonic, **kwargs):
+    def __init__(self, *, min_interval: float = 2.0, clock=time.monotonic, skip: Sequence[str] = (), **kwargs):
         super().__init__(**kwargs)
         self.min_interval = min_interval
+        self.skip = frozenset(skip)  # metrics the run's algorithm does not define: `c` passes over them
         self._clock = clock
         self._steps: Sequence[int] = ()
         self._history: Mapping[str, Sequence[float]] = {}
@@ -101,20 +102,12 @@ class MetricChart(PlotextPlot):
         self.watch_metric()
 
     def cycle(self) -> str:
-        """Move to the next metric, passing over one the run does not define (REINFORCE has
-        no clip fraction: its values are all NaN)."""
-        names = [name for name, _ in CHART_METRICS]
-        start = names.index(self.metric) if self.metric in names else -1
-        for offset in range(1, len(names) + 1):
-            name = names[(start + offset) % len(names)]
-            if not self._undefined(name):
-                break
-        self.metric = name
+        """Move to the next metric, passing over those in `skip` (REINFORCE has no clip
+        fraction). A metric that is NaN for a while, the episode return before the first
+        episode ends, is still shown."""
+        names = [name for name, _ in CHART_METRICS if name not in self.skip]
+        self.metric = names[(names.index(self.metric) + 1) % len(names)] if self.metric in names else names[0]
         return self.metric
-
-    def _undefined(self, metric: str) -> bool:
-        values = self._history.get(metric, ())
-        return bool(values) and not any(math.isfinite(v) for v in values)
 
     def watch_metric(self) -> None:
         self.border_title = f"{self.title} (c)"
