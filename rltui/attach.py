@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import socket
 import sys
 from pathlib import Path
 
@@ -93,6 +94,9 @@ def cmd_serve(args) -> int:
     if args.host not in LOOPBACK:
         print(f"rltui: warning: serving on {args.host}: anyone who can reach it can steer the run", file=sys.stderr)
     try:
+        # Bound once before textual-serve starts: it prints "Serving ... on" before binding,
+        # and a taken port would read as served, then fail.
+        socket.create_server((args.host, args.port)).close()
         make_server(Path(args.run_dir), args.host, args.port, args.theme).serve()
     except OSError as err:  # the address is taken, or not this machine's
         return _error(f"cannot listen on {args.host}:{args.port}: {err.strerror or err}")

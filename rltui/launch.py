@@ -27,9 +27,13 @@ def _config_and_resume(args) -> tuple[RunConfig, tuple[Path, bytes, dict] | None
     config = resume_config(metadata.get("config", {}), metadata.get("hparams", {}), {**file_values, **overrides})
     done = int(metadata.get("update", 0))
     if config.total_updates <= done:
+        rounded = (
+            "" if config.total_timesteps == config.total_updates * config.steps_per_update
+            else f" (rounded down to whole updates of {config.steps_per_update:,} env steps: {config.total_updates:,})"
+        )
         raise LaunchError(
             f"total_timesteps: the checkpoint is at update {done:,} ({done * config.steps_per_update:,} env steps), "
-            f"which {config.total_timesteps:,} does not go beyond; set a larger one to train on, "
+            f"which {config.total_timesteps:,}{rounded} does not go beyond; set a larger one to train on, "
             f"e.g. --set total_timesteps={2 * done * config.steps_per_update}"
         )
     return config, (path, data, metadata)
@@ -123,6 +127,9 @@ def launch(args, spec=None) -> int:
             truncate_metrics(run_dir, int(metadata["update"]))
         else:
             run_dir = prepare_run_dir(config, args.run_dir, name=args.name)
+            if args.name and not args.run_dir and run_dir.name != args.name:
+                print(f"rltui: {run_dir.with_name(args.name)} already exists; this run writes to {run_dir}",
+                      file=sys.stderr)
     except (ConfigError, OSError) as err:
         return _error(str(err))
     session, recorder = build_session(config, devices, run_dir, resume[1] if resume else None, spec)

@@ -317,6 +317,19 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def test_serve_on_a_taken_port_is_one_line_and_never_says_serving(tmp_path):
+    pytest.importorskip("textual_serve")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    with served(run_dir), socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = rltui(["serve", str(run_dir), "--port", str(port)], tmp_path, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"rltui: error: cannot listen on 127.0.0.1:{port}:"), result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert "Serving" not in result.stdout + result.stderr
+
+
 def test_serve_offers_the_attached_dashboard_on_localhost(tmp_path):
     pytest.importorskip("textual_serve")
     run_dir = tmp_path / "run"

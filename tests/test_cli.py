@@ -211,6 +211,16 @@ def test_tiny_run_succeeds(tiny_run):
     assert not (cwd / "runs").exists()
 
 
+def test_a_name_already_taken_gets_a_number_and_says_so(tmp_path, shared_cache):
+    (tmp_path / "runs" / "mine").mkdir(parents=True)
+    result = rltui(["launch", "--no-ui", "--name", "mine", "--set", f"total_timesteps={TINY_STEPS}", *TINY],
+                   tmp_path, cache=shared_cache, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"rltui: {Path('runs', 'mine')} already exists; this run writes to {Path('runs', 'mine-2')}" in result.stderr
+    assert (tmp_path / "runs" / "mine-2" / "metrics.jsonl").exists()
+    assert list((tmp_path / "runs" / "mine").iterdir()) == []  # left as it was
+
+
 def test_tiny_run_config_toml(tiny_run):
     _, run_dir, result, _ = tiny_run
     config = tomllib.loads((run_dir / "config.toml").read_text(encoding="utf-8"))

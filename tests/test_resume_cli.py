@@ -307,6 +307,11 @@ def test_resume_to_a_total_already_reached_is_refused(work, cache, run_b):
     line = assert_one_line_error(result, "total_timesteps", f"at update {K} ")
     assert f"--set total_timesteps={2 * K * STEPS}" in line
     assert (snapshot / "config.toml").read_bytes() == config
+    # Larger than the checkpoint's env steps, but not by a whole update: the line says why.
+    between = K * STEPS + STEPS // 2
+    result = rltui(["launch", "--no-ui", "--resume", snapshot, "--set", f"total_timesteps={between}"], work, cache,
+                   timeout=120)
+    line = assert_one_line_error(result, "total_timesteps", f"{between:,} (rounded down to whole updates of {STEPS:,}")
 
 
 @pytest.mark.parametrize("key,value", [
