@@ -349,6 +349,17 @@ def build_config(
     return config
 
 
+def hparams_as_config(live_hparams: Mapping[str, float]) -> dict[str, Any]:
+    """Hyperparameters as the trainer holds them (a checkpoint's "hparams") as config values:
+    switches are 0.0/1.0 floats while training, booleans in the config; values that are not
+    config keys (anneal_updates, derived from total_timesteps) are left out."""
+    return {
+        name: bool(value) if isinstance(getattr(RunConfig, name), bool) else value
+        for name, value in live_hparams.items()
+        if name in KEYS and KEYS[name].dynamic
+    }
+
+
 def resume_config(
     checkpoint_config: Mapping[str, Any], live_hparams: Mapping[str, float], overrides: Mapping[str, Any]
 ) -> RunConfig:
@@ -356,10 +367,7 @@ def resume_config(
     when it was saved (live edits included), then `overrides`, which may only touch
     RESUMABLE_KEYS."""
     base = dict(checkpoint_config)
-    for name, value in live_hparams.items():
-        if name in base and name in KEYS and KEYS[name].dynamic:
-            # switches are 0.0/1.0 floats while training, booleans in the config
-            base[name] = bool(value) if isinstance(getattr(RunConfig, name), bool) else value
+    base.update({name: value for name, value in hparams_as_config(live_hparams).items() if name in base})
     original = build_config(base, use_preset=False)
     for key, value in overrides.items():
         if key not in RESUMABLE_KEYS and _coerce(_known_key(key, value), value) != getattr(original, key):

@@ -35,7 +35,10 @@ def cmd_info(args) -> int:
     print("checksum     ok")
     for key in ("trainer", "update", "env_steps", "elapsed", "reason", "created", "device_kind", "device_count"):
         print(f"{key:<12} {metadata.get(key)}")
-    print("hparams      " + json.dumps(metadata.get("hparams", {}), sort_keys=True))
+    from rltui.config import hparams_as_config
+
+    # as they were when saved, live edits included; the config line has the run's start values
+    print("hparams      " + json.dumps(hparams_as_config(metadata.get("hparams", {})), sort_keys=True))
     print("static       " + json.dumps(metadata.get("static", {}), sort_keys=True))
     print("config       " + json.dumps(metadata.get("config", {}), sort_keys=True))
     print("versions     " + json.dumps(metadata.get("versions", {}), sort_keys=True))

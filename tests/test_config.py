@@ -14,6 +14,7 @@ from rltui.config import (
     build_config,
     check_devices,
     dump_toml,
+    hparams_as_config,
     load_toml,
     parse_overrides,
     parse_set_value,
@@ -326,3 +327,8 @@ def test_dump_toml_round_trips(tmp_path, overrides):
     again = build_config(load_toml(path))
     assert again == config
     assert dump_toml(again) == text
+
+
+def test_live_hparams_read_as_config_values():
+    live = {"lr": 1e-3, "baseline": 1.0, "normalize_returns": 0.0, "anneal_lr": 1.0, "anneal_updates": 24.0}
+    assert hparams_as_config(live) == {"lr": 1e-3, "baseline": True, "normalize_returns": False}

@@ -540,6 +540,9 @@ def test_info_prints_metadata(work, cache, run_a):
         assert re.match(r"\d+\.\d+", versions.get(name, "")), (name, versions)
     hparams = json.loads(fields["hparams"])
     assert hparams["lr"] == pytest.approx(2.5e-4) and hparams["gamma"] == pytest.approx(0.99)
+    # the live-editable keys as config values; anneal_lr (static) is on the config line, and
+    # anneal_updates is internal (derived from total_timesteps)
+    assert "anneal_lr" not in hparams and "anneal_updates" not in hparams
     config = json.loads(fields["config"])
     assert config["hidden_sizes"] == [16] and config["num_envs"] == 4
 
