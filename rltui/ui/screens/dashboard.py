@@ -17,10 +17,10 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from rltui.config import RunConfig
-from trainers.hparams import UNDEFINED_METRICS
 from rltui.session import MetricsSnapshot, SessionEvent, SessionState
 from rltui.session.devices import DeviceStats
 from rltui.ui.widgets import DevicePanel, EventsLog, HParamsPanel, MetricChart, MetricsPanel, StatusBar
+from trainers.hparams import UNDEFINED_METRICS
 
 SIDE_PANELS = ("events", "hparams", "devices")
 _PAUSE_HELP = "pause / resume training at the next chunk boundary"
