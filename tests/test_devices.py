@@ -141,13 +141,19 @@ def test_nvml_partial_failure_keeps_the_other_readings(monkeypatch):
     assert gpu.utilization_percent is None and gpu.memory_total == 141 * 2**30
 
 
-def test_without_the_nvidia_library_there_is_no_gpu_and_no_failure(monkeypatch):
-    """A CPU-only machine: no GPU to show, and no error about a library it never had."""
-    module, calls = fake_nvml(init_error="NVMLError_LibraryNotFound")
+def _sample_three_times_with_nvml_failing(monkeypatch, init_error: str):
+    """(the last sample, NVML call counts) of a sampler whose nvmlInit fails with `init_error`."""
+    module, calls = fake_nvml(init_error=init_error)
     monkeypatch.setitem(sys.modules, "pynvml", module)
     sampler = DeviceSampler()
     for _ in range(3):
         stats = sampler.sample()
+    return stats, calls
+
+
+def test_without_the_nvidia_library_there_is_no_gpu_and_no_failure(monkeypatch):
+    """A CPU-only machine: no GPU to show, and no error about a library it never had."""
+    stats, calls = _sample_three_times_with_nvml_failing(monkeypatch, "NVMLError_LibraryNotFound")
     assert stats.gpus == () and "gpu" not in stats.unavailable
     assert calls["init"] == 1  # not retried on every sample
 
@@ -166,11 +172,7 @@ def test_no_nvidia_gpu_is_not_a_failure(monkeypatch):
 
 
 def test_nvml_failing_where_the_library_is_is_reported_once(monkeypatch):
-    module, calls = fake_nvml(init_error="NVMLError_DriverNotLoaded")
-    monkeypatch.setitem(sys.modules, "pynvml", module)
-    sampler = DeviceSampler()
-    for _ in range(3):
-        stats = sampler.sample()
+    stats, calls = _sample_three_times_with_nvml_failing(monkeypatch, "NVMLError_DriverNotLoaded")
     assert stats.gpus == () and stats.unavailable["gpu"] == "NVMLError_DriverNotLoaded: Driver Not Loaded"
     assert calls["init"] == 1
 
