@@ -11,13 +11,9 @@ from trainers.envs import OBS_SIZES
 
 # Below this many multiply-adds per minibatch step (forward pass, policy and value nets
 # together) one XLA worker thread beats several: the ops are too small to split, and with
-# two workers XLA hands each program back and forth between them. Measured on a quiet
-# 2-core machine, CartPole's [64, 64] MLP, 128 steps, 4 minibatches, one worker against
-# two: 4 envs (1.1M) 306k against 289k env steps per second; 16 envs (4.5M) 405-417k
-# against 266-388k; 4 seeds x 4 envs (4.5M) 383-393k against 358k; Acrobot at 16 envs
-# even, at half the CPU. From 24 envs (6.7M, 423k against 450k) two workers are faster:
-# at 32 envs 446k against 485k, at 64 envs (18M) 442k against 491k. Those keep XLA's
-# default, as does Breakout-MinAtar's preset (61M).
+# two workers XLA hands each program back and forth between them. Above it the work splits
+# well and XLA's default pool is faster. The threshold sits between CartPole at 16 and at
+# 24 envs (128 steps, 4 minibatches); the measurements are in docs/benchmarks.md.
 SMALL_STEP_MACS = 5_000_000
 
 

@@ -38,9 +38,9 @@ def _gaussian_log_std(module: nn.Module, raw: jax.Array | None, mode: str, init:
 
 def _patches3x3(image: jax.Array) -> jax.Array:
     """(..., H, W, C) -> (..., H, W, 9C): each pixel's 3x3 neighbourhood (zero padded), so
-    that a Dense layer on it is a 3x3 "same" convolution. XLA's CPU convolution ran this
-    network at under 1k env steps per second (its gradient especially); as a matmul the
-    same arithmetic runs at MLP speed."""
+    that a Dense layer on it is a 3x3 "same" convolution. XLA's CPU convolution (its
+    gradient especially) is several times slower than a matmul doing the same arithmetic
+    (docs/benchmarks.md)."""
     h, w = image.shape[-3], image.shape[-2]
     pad = [(0, 0)] * (image.ndim - 3) + [(1, 1), (1, 1), (0, 0)]
     padded = jnp.pad(image, pad)
@@ -51,8 +51,8 @@ def _patches3x3(image: jax.Array) -> jax.Array:
 def _rows(x: jax.Array) -> tuple[jax.Array, tuple[int, ...]]:
     """(..., F) -> (N, F) and the leading shape to give back. XLA's CPU backend runs Dense
     layers and their gradients far slower on a (time, env, F) batch than on the same rows
-    as (time * env, F): flattened, a PPO update at 64 envs x 128 steps took 0.54x the time.
-    So the networks see rows, and their outputs get the leading axes back."""
+    as (time * env, F) (docs/benchmarks.md). So the networks see rows, and their outputs
+    get the leading axes back."""
     return x.reshape((-1, x.shape[-1])), x.shape[:-1]
 
 

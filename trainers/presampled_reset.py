@@ -2,10 +2,9 @@
 
 gymnax's `step` splits its key and draws a fresh reset state on every step, whether or not
 the episode ends: two RNG calls inside the rollout's `lax.scan`. On CPU each threefry call
-lowers to a small rolled loop: at 4 envs, drawing them ahead made the rollout about 17%
-faster and a whole PPO update about 6%. Here the split and the reset draws happen before
-the scan, for every (time, env) in a few batched calls (`draw_step`, vmapped), and `step`
-consumes the result.
+lowers to a small rolled loop, a fixed cost paid on every step (docs/benchmarks.md). So
+here the split and the reset draws happen before the scan, for every (time, env) in a few
+batched calls (`draw_step`, vmapped), and `step` consumes the result.
 The values are exactly gymnax's: the same split of the same key, the same reset draw.
 
 Kept apart from `envs.py` because it subclasses gymnax's wrapper base, and gymnax is
