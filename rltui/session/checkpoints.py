@@ -15,8 +15,15 @@ import tempfile
 from pathlib import Path
 
 CHECKPOINT_DIR = "checkpoints"
+DISCARDED_DIR = "discarded"  # checkpoints/discarded/: those of histories a resume branched away from
 _NAME = re.compile(r"^checkpoint-(\d{9})\.msgpack$")
 _TEMP_PREFIX = ".tmp-checkpoint-"
+
+
+@dataclasses.dataclass(frozen=True)
+class SetAside:
+    folder: Path  # where the checkpoints went
+    updates: tuple[int, ...]  # theirs, oldest first
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +78,26 @@ class CheckpointStore:
         for old in self.paths()[: -self.keep]:
             old.unlink(missing_ok=True)
         return final
+
+    def set_aside_after(self, update: int) -> SetAside | None:
+        """Move the checkpoints after `update` into a folder of their own under discarded/
+        (one per branch), leaving this store the history that goes on from `update`. Newest
+        first, so an interruption leaves a store whose latest is still one history's end."""
+        later = [(int(_NAME.match(p.name).group(1)), p) for p in self.paths()]
+        later = [(u, p) for u, p in later if u > update]
+        if not later:
+            return None
+        base = self.directory / DISCARDED_DIR / f"after-update-{update:09d}"
+        folder, n = base, 1
+        while folder.exists():
+            n += 1
+            folder = base.with_name(f"{base.name}-{n}")
+        folder.mkdir(parents=True)
+        for _, path in reversed(later):
+            os.replace(path, folder / path.name)
+        _fsync_dir(folder)
+        _fsync_dir(self.directory)
+        return SetAside(folder, tuple(u for u, _ in later))
 
 
 def library_versions() -> dict[str, str]:
