@@ -1,30 +1,93 @@
-"""The README stays true: every config key documented, CI runs the README's test command."""
+"""The documentation stays true: the README fits on a page and keeps its two commands, CI runs
+the README's test command, the configuration reference is what the key table generates, the
+presets' results table says what presets.toml records, and every link between pages resolves."""
 
+import re
 from pathlib import Path
 
 from rltui.config import KEYS
+from rltui.config_reference import REGENERATE, render_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+RUN_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install . && rltui launch"
+TEST_COMMAND = 'python3 -m venv .venv && . .venv/bin/activate && pip install ".[test]" && pytest'
+PAGES = ("command-line", "dashboard", "configuration", "run-directory", "control-protocol", "multi-process",
+         "algorithms", "presets", "architecture", "benchmarks")
 
 
-def test_readme_documents_every_config_key():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    missing = [key for key in KEYS if f"| `{key}` |" not in readme]
-    assert not missing
+def read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def test_readme_fits_on_a_page_with_the_two_commands_first():
+    readme = read(ROOT / "README.md")
+    assert len(readme.splitlines()) < 200
+    head = readme[: readme.index("\n## ")]  # before the first section
+    assert f"```sh\n{RUN_COMMAND}\n```" in head
+    assert f"```sh\n{TEST_COMMAND}\n```" in head
+
+
+def test_readme_shows_the_dashboard_screenshot():
+    readme = read(ROOT / "README.md")
+    assert re.search(r"!\[[^\]]+\]\(docs/dashboard\.svg\)", readme)
+    assert read(DOCS / "dashboard.svg").lstrip().startswith("<svg")
 
 
 def test_ci_runs_the_readme_test_command():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    ci_lines = [l.strip() for l in (ROOT / ".ci" / "run").read_text().splitlines() if "pytest" in l]
-    assert ci_lines and ci_lines[-1] in readme
+    # CI may add steps between them (printing the machine), but it runs every step of the
+    # README's test command, in order.
+    assert TEST_COMMAND in read(ROOT / "README.md")
+    ci_steps = [step.strip() for line in read(ROOT / ".ci" / "run").splitlines()
+                if line.strip() and not line.lstrip().startswith("#") for step in line.split(" && ")]
+    remaining = iter(ci_steps)
+    missing = [step for step in TEST_COMMAND.split(" && ") if step not in remaining]
+    assert not missing, f"CI does not run these steps of the README's test command: {missing}"
 
 
-def test_readme_results_table_matches_the_presets_records():
-    # `rltui envs` reads presets.toml; the README's table must say the same.
+def test_configuration_page_is_what_the_key_table_generates():
+    page = read(DOCS / "configuration.md")
+    assert page == render_markdown(), f"docs/configuration.md is stale: run `{REGENERATE}`"
+
+
+def test_configuration_page_documents_every_config_key():
+    page = read(DOCS / "configuration.md")
+    missing = [key for key in KEYS if f"| `{key}` |" not in page]
+    assert not missing
+
+
+def test_every_reference_page_is_in_the_index_and_the_readme():
+    index, readme = read(DOCS / "README.md"), read(ROOT / "README.md")
+    for page in PAGES:
+        assert (DOCS / f"{page}.md").is_file(), page
+        assert f"]({page}.md)" in index, page
+        assert f"](docs/{page}.md)" in readme, page
+
+
+def test_relative_links_resolve():
+    # Every relative link (and #anchor) in the README and docs points at a file (and heading) that exists.
+    def anchors(path: Path) -> set[str]:
+        headings = re.findall(r"^#+ (.+)$", read(path), flags=re.MULTILINE)
+        return {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-") for h in headings}
+
+    broken = []
+    for source in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", read(source)):
+            if re.match(r"[a-z]+:", target):
+                continue  # an external address
+            file, _, anchor = target.partition("#")
+            path = (source.parent / file).resolve() if file else source
+            if not path.exists() or (anchor and path.suffix == ".md" and anchor not in anchors(path)):
+                broken.append(f"{source.relative_to(ROOT)}: {target}")
+    assert not broken
+
+
+def test_presets_results_table_matches_the_presets_records():
+    # `rltui envs` reads presets.toml; the presets page's table must say the same.
     from rltui import presets
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    rows = {cells[1].strip(): cells for cells in (line.split("|") for line in readme.splitlines())
+    page = read(DOCS / "presets.md")
+    rows = {cells[1].strip(): cells for cells in (line.split("|") for line in page.splitlines())
             if len(cells) > 8 and cells[1].strip() in presets.presets("ppo")}
     for env in presets.presets("ppo"):
         result = presets.result("ppo", env)
