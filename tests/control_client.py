@@ -10,6 +10,7 @@ from pathlib import Path
 
 from fakes import FakeSession
 from rltui.session.control_server import ControlServer
+from rltui.session.remote import connect_retrying
 
 TIMEOUT = 10.0
 
@@ -20,7 +21,7 @@ class LineClient:
     def __init__(self, path: Path, timeout: float = TIMEOUT):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
-        self.sock.connect(str(path))
+        connect_retrying(self.sock, path, timeout)  # as rltui's own client does
         self.file = self.sock.makefile("rb")
         self.skipped: list[dict] = []
 

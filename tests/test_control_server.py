@@ -10,6 +10,7 @@ import stat
 import tempfile
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -17,9 +18,11 @@ import pytest
 from control_client import LineClient, served, wait_for
 from fakes import FakeSession
 from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
+from rltui.session import protocol
 from rltui.session.commands import Rollback
 from rltui.session.control_paths import MAX_SOCKET_PATH, POINTER_NAME, SOCKET_NAME, find_socket
-from rltui.session.control_server import ControlServer, ControlServerError
+from rltui.session.control_server import CPU_BURST, CPU_SHARE, ControlServer, ControlServerError
+from rltui.session.remote import AttachError, RemoteSession
 
 
 def test_hello_then_the_history_once_then_only_new_records(tmp_path):
@@ -114,6 +117,77 @@ def test_malformed_and_unknown_messages_get_an_error_and_the_run_goes_on(tmp_pat
         client.close()
 
 
+# Lines under the 64 KiB limit that the protocol refuses, each as data: one the server
+# must answer without ever acting on it or failing.
+HOSTILE = [
+    (b'{"type": "command", "command": "set_hparams", "changes": {"lr": 1' + b"0" * 400 + b"}}\n",
+     "lr: expected a finite number, got an integer of 401 digits"),
+    (b'{"type": "command", "command": "set_hparams", "changes": {"lr": 1e400}}\n', "lr: expected a finite number"),
+    (b'{"type": "command", "command": "set_hparams", "changes": {"lr": NaN}}\n', "NaN is not a JSON number"),
+    (b'{"type": "command", "command": "set_hparams", "changes": {"lr": -Infinity}}\n', "-Infinity is not a JSON number"),
+    (b'{"type": "command", "command": "pause", "id": ' + b"[" * 30_000 + b"]" * 30_000 + b"}\n", "nested too deeply"),
+    (b'{"type": "command", "command": "pause", "id": [[1]]}\n', '"id": expected a string'),
+    (b'{"type": "command", "command": "pause", "id": "' + b"i" * 5000 + b'"}\n', '"id": expected a string'),
+    (b'{"type": "command", "command": ["pause"]}\n', "unknown command a list"),
+    (b'{"type": "command", "command": {"a": 1}}\n', "unknown command an object"),
+    (b'{"type": "command", "command": "' + b"p" * 50_000 + b'"}\n', "unknown command 'ppppp"),
+    (b'{"type": "command", "command": "set_hparams", "changes": {"' + b"k" * 50_000 + b'": 1}}\n', "not editable"),
+    (b'{"type": "hello", "protocol": true}\n', "protocol version True not supported"),
+    (b'{"type": "hello", "protocol": ' + b"[" * 500 + b"]" * 500 + b"}\n", "protocol version a list not supported"),
+    (b'{"type": ' + b"9" * 5000 + b"}\n", "not JSON"),
+]
+
+
+@pytest.mark.parametrize("line, expected", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_lines_are_refused_and_everyone_is_still_served(tmp_path, line, expected):
+    with served(tmp_path) as (fake, server):
+        bystander = LineClient(server.path)
+        assert bystander.recv()["type"] == "hello"
+        client = LineClient(server.path)
+        client.send(line)
+        reply = client.reply()
+        assert reply["type"] == "error" and expected in reply["error"], reply
+        assert len(reply["error"]) < 400  # what was sent is quoted shortened, never echoed whole
+        client.send({"type": "command", "command": "pause", "id": 7})  # the same connection goes on
+        assert client.reply() == {"type": "ok", "id": 7, "command": "pause"}
+        assert bystander.until(lambda m: m["type"] == "state")["state"] == "paused"
+        assert server.path.exists() and server.last_internal_error is None
+        assert fake.commands == [Pause()]
+        client.close()
+        bystander.close()
+
+
+def test_an_unforeseen_failure_costs_one_reply_not_the_server(tmp_path, monkeypatch):
+    with served(tmp_path) as (fake, server):
+        client = LineClient(server.path)
+
+        def broken(line):
+            raise RuntimeError("a bug")
+
+        monkeypatch.setattr(protocol, "parse_request", broken)
+        client.send({"type": "command", "command": "pause"})
+        assert "could not handle this message (RuntimeError)" in client.reply()["error"]
+        monkeypatch.undo()
+        client.send({"type": "command", "command": "pause"})
+        assert client.reply()["type"] == "ok"
+        other = LineClient(server.path)
+        assert other.recv()["type"] == "hello"
+        client.close()
+        other.close()
+
+
+def test_many_lines_sent_at_once_are_all_answered_in_order(tmp_path):
+    with served(tmp_path) as (fake, server):
+        client = LineClient(server.path)
+        other = LineClient(server.path)
+        client.send(b"".join(b'{"type": "hello", "protocol": 1, "id": %d}\n' % number for number in range(500)))
+        other.send({"type": "hello", "protocol": 1, "id": "other"})
+        assert other.reply()["id"] == "other"  # served meanwhile
+        assert [client.reply()["id"] for _ in range(500)] == list(range(500))
+        client.close()
+        other.close()
+
+
 def test_an_endless_line_is_refused_and_that_client_closed(tmp_path):
     with served(tmp_path) as (fake, server):
         client = LineClient(server.path)
@@ -164,23 +238,153 @@ def test_remove_socket_alone_before_an_abrupt_exit(tmp_path):
         newer.close()
 
 
-def test_a_slow_client_is_dropped_without_slowing_training(tmp_path):
-    with served(tmp_path, max_backlog=64 * 1024) as (fake, server):
-        stuck = LineClient(server.path)  # connects and never reads
+def test_a_slow_client_gets_the_latest_snapshot_not_a_backlog(tmp_path):
+    with served(tmp_path) as (fake, server):
+        stuck = LineClient(server.path)  # connects, then reads nothing for a while
         reader = LineClient(server.path)
         wait_for(lambda: server.client_count == 2)
         seen = []
-        thread = threading.Thread(target=lambda: seen.append(reader.until(lambda m: m.get("update") == 2000)))
+        thread = threading.Thread(target=lambda: seen.append(reader.until(lambda m: m.get("update") == 4000)))
         thread.start()
         started = time.monotonic()
         for _ in range(40):
-            fake.on_thread(fake.advance, 50)  # ~40 kB per snapshot, 1.6 MB in all
+            fake.on_thread(fake.advance, 100)  # ~32 kB per snapshot, 1.3 MB in all: more than a socket buffers
         assert time.monotonic() - started < 5  # the session thread never waited for a client
         thread.join(10)
-        assert seen and seen[0]["update"] == 2000  # the client that reads got everything
-        wait_for(lambda: server.client_count == 1)  # the one that did not was let go
+        assert seen and seen[0]["update"] == 4000  # the client that reads got everything
+        assert server.client_count == 2  # the slow one is still served
+        snapshots, records = [], []
+        while not records or records[-1] < 4000:
+            message = stuck.recv()
+            if message["type"] == "snapshot":
+                snapshots.append(message)
+                records += [r["update"] for r in message["records"]]
+        # It catches up in a few messages, with the latest figures, and none of the history
+        # is lost on the way.
+        assert len(snapshots) < 40 and snapshots[-1]["update"] == 4000
+        assert records == list(range(1, 4001))
         stuck.close()
         reader.close()
+
+
+def test_idle_clients_hold_little_memory(tmp_path):
+    with served(tmp_path) as (fake, server):
+        fake.on_thread(fake.advance, 4096)  # a full history: every new client is owed ~1.3 MB
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            idle = [LineClient(server.path) for _ in range(30)]  # never read
+            wait_for(lambda: server.client_count == 30)
+            for _ in range(20):
+                fake.on_thread(fake.advance, 100)
+            reader = LineClient(server.path)
+            reader.until(lambda m: m.get("update") == 6096)  # everything has been handed out
+            reader.skipped.clear()  # what it read is not the server's
+            grown = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        assert grown / 30 < 300_000, f"{grown / 30:,.0f} bytes per idle client"
+        assert server.client_count == 31  # idle, not dropped
+        for client in [*idle, reader]:
+            client.close()
+
+
+def test_a_client_that_never_reads_is_let_go_once_its_messages_pile_up(tmp_path):
+    with served(tmp_path, max_queued=64 * 1024) as (fake, server):
+        stuck = LineClient(server.path)
+        wait_for(lambda: server.client_count == 1)
+        for number in range(2000):  # events cannot be merged: ~200 kB for this client
+            fake.on_thread(fake.event, "warning", f"warning {number:04d} " + "x" * 60)
+        wait_for(lambda: server.client_count == 0)
+        other = LineClient(server.path)  # it can attach again
+        assert other.recv()["type"] == "hello"
+        stuck.close()
+        other.close()
+
+
+def test_clients_beyond_the_limit_are_refused_with_a_line_saying_so(tmp_path):
+    with served(tmp_path, max_clients=3) as (fake, server):
+        wait_for(lambda: server.client_count == 0)  # served()'s own probe has gone
+        clients = [LineClient(server.path) for _ in range(3)]
+        for client in clients:
+            assert client.recv()["type"] == "hello"
+        extra = LineClient(server.path)
+        refusal = extra.recv()
+        assert refusal["type"] == "error" and "too many clients" in refusal["error"]
+        assert extra.recv() is None  # and closed
+        with pytest.raises(AttachError, match="the run refused: too many clients"):
+            RemoteSession.connect(tmp_path)
+        clients.pop().close()
+        wait_for(lambda: server.client_count == 2)
+        again = RemoteSession.connect(tmp_path)  # room again
+        assert again.state is SessionState.RUNNING
+        again.close()
+        for client in [*clients, extra]:
+            client.close()
+
+
+def _thread_cpu_seconds(thread: threading.Thread) -> float:
+    return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+
+
+@pytest.mark.skipif(not hasattr(time, "pthread_getcpuclockid"), reason="needs per-thread CPU clocks")
+def test_a_connection_storm_keeps_the_server_to_its_share_of_the_cpu(tmp_path):
+    with served(tmp_path) as (fake, server):
+        fake.on_thread(fake.advance, 4096)  # the history every new client is owed
+        stop = time.monotonic() + 3.0
+        greeted = []
+
+        def storm():
+            count = 0
+            while time.monotonic() < stop:
+                client = LineClient(server.path)
+                count += client.recv()["type"] == "hello"
+                client.close()
+            greeted.append(count)
+
+        cpu = _thread_cpu_seconds(server._thread)
+        started = time.monotonic()
+        threads = [threading.Thread(target=storm) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for _ in range(10):  # the session goes on meanwhile, and never waits
+            before = time.monotonic()
+            fake.on_thread(fake.advance, 10)
+            assert time.monotonic() - before < 1.0
+        for thread in threads:
+            thread.join(20)
+        used, wall = _thread_cpu_seconds(server._thread) - cpu, time.monotonic() - started
+        assert used <= CPU_SHARE * wall + CPU_BURST + 0.15, f"server thread used {used:.2f} s of CPU in {wall:.2f} s"
+        assert sum(greeted) >= 8  # slowed, still serving
+        client = LineClient(server.path)  # and a client after the storm is served at once
+        assert client.recv()["type"] == "hello"
+        client.close()
+
+
+def test_many_clients_attaching_at_once_all_get_in(tmp_path):
+    with served(tmp_path) as (fake, server):
+        fake.on_thread(fake.advance, 20)
+        for _ in range(3):
+            barrier = threading.Barrier(50)
+            outcomes = []
+
+            def attach(barrier=barrier):
+                barrier.wait()
+                try:
+                    remote = RemoteSession.connect(tmp_path)
+                except AttachError as err:
+                    outcomes.append(str(err))
+                else:
+                    outcomes.append("ok")
+                    remote.close()
+
+            threads = [threading.Thread(target=attach) for _ in range(50)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+            assert outcomes == ["ok"] * 50, [o for o in outcomes if o != "ok"][:3]
+            wait_for(lambda: server.client_count == 0)
 
 
 def test_a_stale_socket_is_replaced(tmp_path):

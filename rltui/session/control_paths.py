@@ -21,6 +21,9 @@ POINTER_NAME = "control.path"
 # Below every platform's limit, with no room to spare needed: the temporary name
 # `bind_owner_only` binds first is never longer than the final one.
 MAX_SOCKET_PATH = 100
+# Connections waiting to be accepted. Room for many clients attaching at once (and for the
+# server taking its time under load); the OS caps it at its own limit (somaxconn).
+LISTEN_BACKLOG = 1024
 
 
 class ControlPathError(OSError):
@@ -98,7 +101,7 @@ def bind_owner_only(path: Path) -> socket.socket:
             tmp.unlink()
         sock.bind(str(tmp))
         os.chmod(tmp, 0o600)
-        sock.listen(16)
+        sock.listen(LISTEN_BACKLOG)
         os.replace(tmp, path)
     except OSError as err:
         sock.close()

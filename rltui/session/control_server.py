@@ -3,9 +3,19 @@ clients (`rltui attach`, scripts) and takes their commands, over `rltui.session.
 
 One thread owns every socket (a selector over the listening socket, the clients and a
 wake-up pair). The session thread only appends its callbacks to a deque and wakes that
-thread, so no client, however slow or broken, can block training. Each client has a
-bounded backlog; one that falls further behind is disconnected. Malformed or unknown
-messages get an `error` reply; a message cut short by a disconnect is dropped unseen.
+thread, so no client, however slow or broken, can block training; and that thread keeps
+to a small share of one core (`CPU_SHARE`), so no number of clients or connections can
+take training's CPU either.
+
+Every client line is checked as data (`protocol.parse_request`) before use: what the
+protocol refuses, and anything unforeseen, is an `error` reply to that client alone; a
+message cut short by a disconnect is dropped unseen.
+
+Memory is bounded per client and in clients (`MAX_CLIENTS`; one more is refused with a
+line saying so). Messages are encoded once and shared by every client; a client that
+reads slowly is owed snapshots merged into one (the latest scalars and the records it has
+not seen), never a backlog of them, and one that stops reading while events and replies
+pile up past `MAX_QUEUED` bytes is disconnected (it can attach again and catch up).
 """
 
 from __future__ import annotations
@@ -19,13 +29,13 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from trainers.hparams import HParamError
 
 from rltui import __version__
 from rltui.session import protocol
-from rltui.session.commands import SetHParams
+from rltui.session.commands import Command, SetHParams
 from rltui.session.control_paths import (
     ControlPathError,
     bind_owner_only,
@@ -37,12 +47,22 @@ from rltui.session.control_paths import (
 from rltui.session.controller import SessionListener, validate_changes
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.interface import SessionClient
-from rltui.session.metrics import MetricsSnapshot, UpdateRecord
+from rltui.session.metrics import MetricsSnapshot
 from rltui.session.protocol import ProtocolError
 
 HISTORY = 4096  # update records sent to a client on connect (the session keeps as many)
 EVENTS = 500  # recent events sent to a client on connect
-MAX_BACKLOG = 8 * 2**20  # bytes waiting for one client before it is disconnected
+MAX_CLIENTS = 64  # clients at once; one more is told so and closed
+MAX_QUEUED = 2**20  # bytes of whole messages waiting for one client; more and it is disconnected
+RECORDS_PER_MESSAGE = 256  # a snapshot owed to a client goes out in messages of this many records
+CPU_SHARE = 0.1  # of one core: the most this thread uses, averaged, whatever clients do
+CPU_BURST = 0.25  # CPU seconds it may use at once before CPU_SHARE applies
+COMMANDS_PER_SECOND = 20.0  # commands passed to the session, all clients together
+COMMAND_BURST = 50  # commands at once before COMMANDS_PER_SECOND applies
+# Work done for one client or the listener per turn of the loop: small turns keep the CPU
+# budget fine-grained and let every client have its turn.
+LINES_PER_TURN = 32
+ACCEPTS_PER_TURN = 16
 _LISTEN, _WAKE = "listen", "wake"
 
 
@@ -50,13 +70,37 @@ class ControlServerError(OSError):
     """The run cannot listen; the message is one line for the user."""
 
 
+class _Kept(NamedTuple):
+    """An update record of the recent history, encoded once for every client."""
+
+    update: int
+    json: bytes
+
+
+@dataclasses.dataclass(eq=False)
+class _Owed:
+    """Snapshots a client has not been sent yet, merged: the latest scalars and the records
+    of all of them. A client that reads slowly gets one of these, not a backlog."""
+
+    head: dict[str, Any]
+    records: collections.deque[bytes]
+
+
 @dataclasses.dataclass(eq=False)
 class _Client:
     sock: socket.socket
     inbox: bytearray = dataclasses.field(default_factory=bytearray)
-    outbox: bytearray = dataclasses.field(default_factory=bytearray)
+    # What it is owed, in order: encoded messages (shared between clients) and _Owed.
+    queue: collections.deque = dataclasses.field(default_factory=collections.deque)
+    queued: int = 0  # bytes of the encoded messages in `queue`
+    sending: memoryview | None = None  # the unsent rest of the message being sent
+    owed: _Owed | None = None  # the _Owed in `queue` that later snapshots merge into
     events: int = selectors.EVENT_READ
-    closing: bool = False  # answered a fatal error: close once the outbox is sent
+    closing: bool = False  # answered a fatal error: close once the queue is sent
+
+    @property
+    def pending(self) -> bool:
+        return self.sending is not None or bool(self.queue)
 
 
 class ControlServer(SessionListener):
@@ -68,24 +112,36 @@ class ControlServer(SessionListener):
         config: Mapping[str, Any] | None = None,
         history: int = HISTORY,
         events: int = EVENTS,
-        max_backlog: int = MAX_BACKLOG,
+        max_clients: int = MAX_CLIENTS,
+        max_queued: int = MAX_QUEUED,
+        records_per_message: int = RECORDS_PER_MESSAGE,
+        cpu_share: float = CPU_SHARE,
+        cpu_burst: float = CPU_BURST,
+        commands_per_second: float = COMMANDS_PER_SECOND,
+        command_burst: int = COMMAND_BURST,
     ):
         self.session = session
         self.run_dir = Path(os.path.abspath(run_dir))
         self.config = dict(config or {})
-        self.max_backlog = max_backlog
+        self.history = history
+        self.max_clients = max_clients
+        self.max_queued = max_queued
+        self.records_per_message = records_per_message
+        self.cpu_share, self.cpu_burst = cpu_share, cpu_burst
+        self.commands_per_second, self.command_burst = commands_per_second, command_burst
         self.path: Path | None = None
         self._pointer: Path | None = None
         self._inode: int | None = None
         # What a new client is sent first; only the server thread touches these.
         self._state: SessionState = session.state
         self._state_message: str | None = None
-        self._latest: MetricsSnapshot | None = None
-        self._records: collections.deque[UpdateRecord] = collections.deque(maxlen=history)
-        self._events: collections.deque[SessionEvent] = collections.deque(maxlen=events)
+        self._latest_head: dict[str, Any] | None = None
+        self._history: collections.deque[_Kept] = collections.deque(maxlen=history)
+        self._events: collections.deque[bytes] = collections.deque(maxlen=events)
         self._describe: dict = {}
         self._inbox: collections.deque[tuple[str, Any]] = collections.deque()  # from the session thread
         self._clients: set[_Client] = set()
+        self._lines_waiting: set[_Client] = set()  # clients with whole lines not yet answered
         self._selector = selectors.DefaultSelector()
         self._listen: socket.socket | None = None
         self._wake_r, self._wake_w = socket.socketpair()
@@ -95,6 +151,9 @@ class ControlServer(SessionListener):
         self._stopping = threading.Event()
         self._flush_seconds = 1.0
         self._serving = False
+        self._cpu_credit, self._cpu_mark = cpu_burst, (0.0, 0.0)
+        self._command_tokens, self._command_mark = float(command_burst), time.monotonic()
+        self.last_internal_error: str | None = None  # a bug that cost one message or client, not the server
 
     # --- lifecycle (the launching thread) ---------------------------------------------------
     def start(self) -> Path:
@@ -156,8 +215,9 @@ class ControlServer(SessionListener):
     # --- the server thread ------------------------------------------------------------------
     def _serve(self) -> None:
         try:
+            self._cpu_mark = (time.monotonic(), time.thread_time())
             while not self._stopping.is_set():
-                ready = self._selector.select()
+                ready = self._selector.select(0 if self._lines_waiting else None)
                 # Wake-up bytes are cleared before the inbox is drained, never after: an
                 # item posted in between keeps its byte, so the next select returns for it.
                 if any(key.data == _WAKE for key, _ in ready):
@@ -165,11 +225,24 @@ class ControlServer(SessionListener):
                 self._drain_inbox()  # before accepting, so a new client is greeted with the latest
                 for key, mask in ready:
                     self._ready(key, mask)
+                for client in list(self._lines_waiting):
+                    self._guarded(client, self._answer_lines)
+                self._throttle()
             self._drain_inbox()
             self._flush_all(time.monotonic() + self._flush_seconds)
         finally:
             self._serving = False
             self._shutdown()
+
+    def _throttle(self) -> None:
+        """Keep this thread's CPU to `cpu_share` of a core on average: whatever clients send
+        or however often they connect, training keeps the rest. Over budget it waits (new
+        connections wait in the listen backlog, messages in the socket buffers)."""
+        now, used = time.monotonic(), time.thread_time()
+        (then, used_then), self._cpu_mark = self._cpu_mark, (now, used)
+        self._cpu_credit = min(self.cpu_burst, self._cpu_credit + (now - then) * self.cpu_share) - (used - used_then)
+        if self._cpu_credit < 0:
+            self._stopping.wait(-self._cpu_credit / self.cpu_share)
 
     def _clear_wake(self) -> None:
         with contextlib.suppress(OSError):  # BlockingIOError once empty
@@ -178,36 +251,63 @@ class ControlServer(SessionListener):
 
     def _ready(self, key: selectors.SelectorKey, mask: int) -> None:
         if key.data == _LISTEN:
-            self._accept()
+            self._guarded(None, lambda _: self._accept())
         elif key.data != _WAKE:
             client: _Client = key.data
-            if mask & selectors.EVENT_READ and client in self._clients:
-                self._read(client)
-            if mask & selectors.EVENT_WRITE and client in self._clients:
-                self._send(client)
+            if mask & selectors.EVENT_READ:
+                self._guarded(client, self._read)
+            if mask & selectors.EVENT_WRITE:
+                self._guarded(client, self._send)
+
+    def _guarded(self, client: _Client | None, work) -> None:
+        """`work(client)`; a bug in it costs that client its connection, never the others
+        theirs, and never the server."""
+        if client is not None and client not in self._clients:
+            return
+        try:
+            work(client)
+        except Exception as err:  # noqa: BLE001 - see the docstring
+            self.last_internal_error = repr(err)[:200]
+            if client is not None:
+                self._drop(client)
 
     def _accept(self) -> None:
-        while True:
+        for _ in range(ACCEPTS_PER_TURN):  # more wait in the listen backlog for the next turn
             try:
                 conn, _ = self._listen.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
                 return  # e.g. out of file descriptors: the client sees a refusal
-            if not same_user(conn):
+            try:
+                if not same_user(conn):
+                    conn.close()
+                    continue
+                conn.setblocking(False)
+                if len(self._clients) >= self.max_clients:
+                    self._refuse(conn)
+                    continue
+            except OSError:
                 conn.close()
                 continue
-            conn.setblocking(False)
             client = _Client(conn)
             self._clients.add(client)
             self._selector.register(conn, client.events, client)
-            for message in self._greeting():
-                self._queue(client, protocol.encode(message))
+            self._guarded(client, self._greet)
 
-    def _greeting(self) -> Iterator[dict[str, Any]]:
+    def _refuse(self, conn: socket.socket) -> None:
+        """One line saying why, then the connection closes (the line fits in an empty
+        socket buffer, and the peer reads it before the end of the stream)."""
+        with contextlib.suppress(OSError):
+            conn.send(protocol.encode(protocol.error_message(
+                f"too many clients: this run serves {self.max_clients} at once; detach one and try again")))
+        conn.close()
+
+    def _greet(self, client: _Client) -> None:
         """What a new client needs to show the run: who and where it is, the recent
         history once, the recent events. Live messages follow."""
-        hello = {
+        hparams = self.session.hparams.as_floats()
+        self._queue(client, protocol.encode({
             "type": "hello",
             "protocol": protocol.PROTOCOL_VERSION,
             "rltui": __version__,
@@ -216,21 +316,24 @@ class ControlServer(SessionListener):
             "state": self._state.value,
             "message": self._state_message,
             "total_updates": self.session.total_updates,
-            "hparams": self.session.hparams.as_floats(),
+            "hparams": hparams,
             "describe": self._describe,
             "config": self.config,
-        }
-        yield hello
-        if self._latest is not None:
+        }))
+        if self._latest_head is not None:
             # The hyperparameters of now, not of the last chunk: edits made since (while
-            # paused) would otherwise show as undone until the next chunk.
-            yield {**protocol.snapshot_message(self._latest, tuple(self._records)), "hparams": hello["hparams"]}
-        for event in self._events:
-            yield protocol.event_message(event)
+            # paused) would otherwise show as undone until the next chunk. Owed, not
+            # encoded: it goes out as fast as the client reads, a piece at a time.
+            head = {**self._latest_head, "hparams": hparams}
+            client.owed = _Owed(head, collections.deque((kept.json for kept in self._history), maxlen=self.history))
+            client.queue.append(client.owed)
+        for data in self._events:
+            self._queue(client, data)
+        self._send(client)
 
     def _read(self, client: _Client) -> None:
-        if client.closing:
-            return
+        if client.closing or client in self._lines_waiting:
+            return  # what it sent already waits its turn; the rest waits in the socket
         try:
             data = client.sock.recv(65536)
         except (BlockingIOError, InterruptedError):
@@ -241,37 +344,49 @@ class ControlServer(SessionListener):
             self._drop(client)
             return
         client.inbox += data
-        while (end := client.inbox.find(b"\n")) >= 0:
+        self._answer_lines(client)
+
+    def _answer_lines(self, client: _Client) -> None:
+        """Answer the whole lines it has sent, up to LINES_PER_TURN; more wait their turn."""
+        self._lines_waiting.discard(client)
+        for _ in range(LINES_PER_TURN):
+            end = client.inbox.find(b"\n")
+            if end < 0 or client not in self._clients:
+                break
             line = bytes(client.inbox[:end])
             del client.inbox[: end + 1]
             if line.strip():
                 self._queue(client, protocol.encode(self._answer(line)))
-        if len(client.inbox) > protocol.MAX_LINE_BYTES:
+        else:
+            if b"\n" in client.inbox and client in self._clients:
+                self._lines_waiting.add(client)
+                return
+        if len(client.inbox) > protocol.MAX_LINE_BYTES and client in self._clients:
             client.inbox.clear()
-            client.closing = True  # cannot find the next message boundary: answer, then close
             self._queue(client, protocol.encode(protocol.error_message(
                 f"message longer than {protocol.MAX_LINE_BYTES} bytes; closing")))
+            client.closing = True  # cannot find the next message boundary: answer, then close
+            self._send(client)
 
     def _answer(self, line: bytes) -> dict[str, Any]:
+        """The reply to one line. Nothing a client sends may end the server: what the
+        protocol refuses is an error, and so is anything unforeseen."""
         request_id = None
         try:
-            message = protocol.decode(line)
-            request_id = protocol.jsonable(message.get("id"))
-            return {"type": "ok", "id": request_id, **self._apply(message)}
+            request = protocol.parse_request(line)
+            request_id = request.id
+            if request.kind == "hello":
+                return {"type": "ok", "id": request_id, "protocol": protocol.PROTOCOL_VERSION}
+            self._submit(request.command)
+            return {"type": "ok", "id": request_id, "command": protocol.command_name(request.command)}
         except ProtocolError as err:
-            return protocol.error_message(str(err), request_id)
+            return protocol.error_message(str(err), err.request_id if request_id is None else request_id)
+        except Exception as err:  # noqa: BLE001 - answered as an error; the server goes on
+            self.last_internal_error = repr(err)[:200]
+            return protocol.error_message(
+                f"could not handle this message ({type(err).__name__}); nothing was applied", request_id)
 
-    def _apply(self, message: dict[str, Any]) -> dict[str, Any]:
-        kind = message["type"]
-        if kind == "hello":
-            version = message.get("protocol")
-            if version != protocol.PROTOCOL_VERSION:
-                raise ProtocolError(
-                    f"protocol version {version!r} not supported; this run speaks {protocol.PROTOCOL_VERSION}")
-            return {"protocol": protocol.PROTOCOL_VERSION}
-        if kind != "command":
-            raise ProtocolError(f"unknown message type {kind!r}; expected command or hello")
-        command = protocol.command_from_message(message)
+    def _submit(self, command: Command) -> None:
         if self._state.is_final:
             raise ProtocolError(f"the run has ended ({self._state.value})")
         if isinstance(command, SetHParams):
@@ -279,50 +394,108 @@ class ControlServer(SessionListener):
                 validate_changes(dict(command.changes))
             except HParamError as err:
                 raise ProtocolError(str(err)) from None
+        now = time.monotonic()
+        self._command_tokens = min(
+            float(self.command_burst), self._command_tokens + (now - self._command_mark) * self.commands_per_second)
+        self._command_mark = now
+        if self._command_tokens < 1:
+            raise ProtocolError(
+                f"too many commands (more than {self.commands_per_second:g} a second); this one was not applied")
+        self._command_tokens -= 1
         self.session.submit(command)
-        return {"command": message["command"]}
 
     def _drain_inbox(self) -> None:
         while self._inbox:
             kind, payload = self._inbox.popleft()
-            if kind == "state":
-                self._state, self._state_message = payload
-                message = protocol.state_message(*payload)
-            elif kind == "metrics":
-                self._latest = payload
-                self._records.extend(payload.new_records)
-                message = protocol.snapshot_message(payload, payload.new_records)
-            else:
-                self._events.append(payload)
-                if payload.kind == "rolled back":  # a client attaching later sees the history the run goes on from
-                    while self._records and self._records[-1].update > payload.update:
-                        self._records.pop()
-                message = protocol.event_message(payload)
-            data = protocol.encode(message)
+            try:
+                self._publish(kind, payload)
+            except Exception as err:  # noqa: BLE001 - one unexpected item is skipped; the server goes on
+                self.last_internal_error = repr(err)[:200]
+
+    def _publish(self, kind: str, payload: Any) -> None:
+        if kind == "metrics":
+            head = protocol.snapshot_head(payload)
+            records = [protocol.encode_record(record) for record in payload.new_records]
+            self._latest_head = head
+            self._history.extend(_Kept(r.update, data) for r, data in zip(payload.new_records, records, strict=True))
+            line = protocol.snapshot_line(head, records)
             for client in list(self._clients):
-                if not client.closing:
-                    self._queue(client, data)
+                self._offer_snapshot(client, head, records, line)
+            return
+        if kind == "state":
+            self._state, self._state_message = payload
+            data = protocol.encode(protocol.state_message(*payload))
+        else:
+            data = protocol.encode(protocol.event_message(payload))
+            self._events.append(data)
+            if payload.kind == "rolled back":  # a client attaching later sees the history the run goes on from
+                while self._history and self._history[-1].update > payload.update:
+                    self._history.pop()
+        rolled_back = kind == "event" and payload.kind == "rolled back"
+        for client in list(self._clients):
+            if rolled_back:
+                # What it is owed from before the rollback goes out before this event (which
+                # tells it to forget those updates); what comes after must follow the event.
+                client.owed = None
+            if not client.closing:
+                self._queue(client, data)
+
+    def _offer_snapshot(self, client: _Client, head: dict[str, Any], records: list[bytes], line: bytes) -> None:
+        if client.closing:
+            return
+        if client.owed is not None:  # behind: merge into what it is owed
+            client.owed.head = head
+            client.owed.records.extend(records)
+        elif not client.pending:  # caught up: the line every such client shares
+            self._queue(client, line)
+        else:
+            client.owed = _Owed(head, collections.deque(records, maxlen=self.history))
+            client.queue.append(client.owed)
+            self._send(client)
 
     def _queue(self, client: _Client, data: bytes) -> None:
-        if len(client.outbox) + len(data) > self.max_backlog:
-            self._drop(client)  # fell too far behind: it can attach again and catch up
+        if client.queued + len(data) > self.max_queued:
+            self._drop(client)  # not reading at all: it can attach again and catch up
             return
-        client.outbox += data
+        client.queue.append(data)
+        client.queued += len(data)
         self._send(client)
 
+    def _next_message(self, client: _Client) -> bytes:
+        item = client.queue[0]
+        if isinstance(item, bytes):
+            client.queue.popleft()
+            client.queued -= len(item)
+            return item
+        count = min(self.records_per_message, len(item.records))
+        piece = [item.records.popleft() for _ in range(count)]
+        if not item.records:
+            client.queue.popleft()
+            if client.owed is item:
+                client.owed = None
+        return protocol.snapshot_line(item.head, piece)
+
     def _send(self, client: _Client) -> None:
-        try:
-            sent = client.sock.send(client.outbox) if client.outbox else 0
-        except (BlockingIOError, InterruptedError):
-            sent = 0
-        except OSError:
+        """Send what the socket takes now; the rest waits for it to be writable."""
+        if client not in self._clients:
+            return
+        while client.pending:
+            if client.sending is None:
+                client.sending = memoryview(self._next_message(client))
+            try:
+                sent = client.sock.send(client.sending)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                self._drop(client)
+                return
+            client.sending = client.sending[sent:] if sent < len(client.sending) else None
+            if client.sending is not None:
+                break
+        if client.closing and not client.pending:
             self._drop(client)
             return
-        del client.outbox[:sent]
-        if client.closing and not client.outbox:
-            self._drop(client)
-            return
-        wanted = selectors.EVENT_READ | (selectors.EVENT_WRITE if client.outbox else 0)
+        wanted = (0 if client.closing else selectors.EVENT_READ) | (selectors.EVENT_WRITE if client.pending else 0)
         if wanted != client.events:
             client.events = wanted
             self._selector.modify(client.sock, wanted, client)
@@ -331,13 +504,16 @@ class ControlServer(SessionListener):
         if client not in self._clients:
             return
         self._clients.discard(client)
+        self._lines_waiting.discard(client)
         with contextlib.suppress(KeyError, ValueError, OSError):
             self._selector.unregister(client.sock)
         client.sock.close()
+        client.queue.clear()
+        client.sending = client.owed = None
 
     def _flush_all(self, deadline: float) -> None:
         """At the end: give clients a moment to receive the final state."""
-        while any(c.outbox for c in self._clients) and time.monotonic() < deadline:
+        while any(c.pending for c in self._clients) and time.monotonic() < deadline:
             for key, mask in self._selector.select(timeout=max(0.0, deadline - time.monotonic())):
                 if isinstance(key.data, _Client) and key.data in self._clients:
                     (self._send if mask & selectors.EVENT_WRITE else self._read)(key.data)

@@ -4,13 +4,18 @@ each with a `type`. Plain data only: nothing is ever unpickled or evaluated.
 Server to client: `hello` (first, once), `snapshot`, `state`, `event`, `ok`, `error`.
 Client to server: `command`, optionally `hello` (to check the protocol version).
 The README ("Control protocol") documents every field.
+
+A client's line is data from outside: `parse_request` checks every field it uses (types,
+ranges, sizes) before anything acts on it, and any failure is a `ProtocolError`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
+
+from trainers.hparams import LIVE_HPARAMS
 
 from rltui.session.commands import Command, Pause, Resume, Rollback, SaveCheckpoint, SetHParams, Stop
 from rltui.session.events import SessionEvent, SessionState
@@ -18,6 +23,8 @@ from rltui.session.metrics import TRAINER_METRICS, UpdateRecord
 
 PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 64 * 1024  # a client message longer than this is refused
+MAX_ID_CHARS = 200  # a request id is echoed in every reply: a name, not a payload
+QUOTE_CHARS = 60  # a value quoted back in an error is shortened to this
 
 _COMMANDS: dict[str, type] = {
     "pause": Pause,
@@ -30,7 +37,33 @@ _COMMAND_NAMES = {cls: name for name, cls in _COMMANDS.items()}
 
 
 class ProtocolError(ValueError):
-    """A message that does not follow the protocol; the text goes back in an `error`."""
+    """A message that does not follow the protocol; the text goes back in an `error`,
+    with `request_id` (the request's id, once it has been read and found valid)."""
+
+    def __init__(self, text: str, request_id: Any = None):
+        super().__init__(text)
+        self.request_id = request_id
+
+
+class Request(NamedTuple):
+    """A client's message, checked: a `hello` (command None) or a `command`."""
+
+    id: str | int | float | None
+    kind: str  # "hello" or "command"
+    command: Command | None
+
+
+def quote(value: Any, limit: int = QUOTE_CHARS) -> str:
+    """A value as an error message may show it: scalars as repr, shortened; containers
+    by kind only (their repr could be huge or nested past the recursion limit)."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {len(str(abs(value)))} digits"  # parsing allows at most 4300
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # --- lines ----------------------------------------------------------------------------------
@@ -54,15 +87,21 @@ def encode(message: Mapping[str, Any]) -> bytes:
     return (json.dumps(jsonable(message), allow_nan=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
+def _no_constants(name: str) -> Any:
+    raise ProtocolError(f"not JSON: {name} is not a JSON number (strict JSON has no NaN or Infinity)")
+
+
 def decode(line: bytes) -> dict[str, Any]:
     """One line (without or with its newline) to a message; ProtocolError if it is not a
-    JSON object with a string `type`."""
+    strict JSON object with a string `type`."""
     try:
-        message = json.loads(line.decode("utf-8"))
+        message = json.loads(line.decode("utf-8"), parse_constant=_no_constants)
     except UnicodeDecodeError:
         raise ProtocolError("not UTF-8") from None
-    except ValueError as err:
-        raise ProtocolError(f"not JSON: {err}") from None
+    except RecursionError:
+        raise ProtocolError("not accepted: nested too deeply") from None
+    except ValueError as err:  # ProtocolError from _no_constants is one too
+        raise ProtocolError(str(err) if isinstance(err, ProtocolError) else f"not JSON: {err}") from None
     if not isinstance(message, dict):
         raise ProtocolError("expected a JSON object")
     if not isinstance(message.get("type"), str):
@@ -77,22 +116,74 @@ def command_message(command: Command) -> dict[str, Any]:
     return {"type": "command", "command": _COMMAND_NAMES[type(command)]}
 
 
+def command_name(command: Command) -> str:
+    return "set_hparams" if isinstance(command, SetHParams) else _COMMAND_NAMES[type(command)]
+
+
+def _number(key: str, value: Any) -> float:
+    """A JSON number as a finite float; ProtocolError otherwise (an integer too large for
+    a float included)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProtocolError(f"set_hparams: {key}: expected a number, got {quote(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ProtocolError(f"set_hparams: {key}: expected a finite number, got {quote(value)}")
+    return number
+
+
 def command_from_message(message: Mapping[str, Any]) -> Command:
-    """The command a `command` message asks for; ProtocolError naming what is wrong. Values
-    are checked for type here; the session checks hyperparameter ranges."""
+    """The command a `command` message asks for; ProtocolError naming what is wrong. Names
+    and value types are checked here (numbers arrive as finite floats); the session checks
+    hyperparameter ranges."""
     name = message.get("command")
     if name == "set_hparams":
         changes = message.get("changes")
         if not isinstance(changes, dict) or not changes:
             raise ProtocolError('set_hparams needs "changes": an object of name -> number')
+        numbers = {}
         for key, value in changes.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ProtocolError(f"set_hparams: {key}: expected a number, got {value!r}")
-        return SetHParams(changes)
-    if name in _COMMANDS:
+            if key not in LIVE_HPARAMS:
+                raise ProtocolError(
+                    f"set_hparams: {quote(key)}: not editable while training; editable: {', '.join(LIVE_HPARAMS)}")
+            numbers[key] = _number(key, value)
+        return SetHParams(numbers)
+    if isinstance(name, str) and name in _COMMANDS:
         return _COMMANDS[name]()
     known = ", ".join([*_COMMANDS, "set_hparams"])
-    raise ProtocolError(f"unknown command {name!r}; known: {known}")
+    raise ProtocolError(f"unknown command {quote(name)}; known: {known}")
+
+
+def _request_id(value: Any) -> str | int | float | None:
+    if value is None or (isinstance(value, str) and len(value) <= MAX_ID_CHARS):
+        return value
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if number and (isinstance(value, float) and math.isfinite(value) or isinstance(value, int) and abs(value) < 2**63):
+        return value
+    raise ProtocolError(f'"id": expected a string of at most {MAX_ID_CHARS} characters, a number or null, '
+                        f"got {quote(value)}")
+
+
+def parse_request(line: bytes) -> Request:
+    """A client's line, checked field by field: ProtocolError (with the request's id
+    where it was readable) for anything the protocol does not allow."""
+    message = decode(line)
+    request_id = _request_id(message.get("id"))
+    try:
+        kind = message["type"]
+        if kind == "hello":
+            version = message.get("protocol")
+            if isinstance(version, bool) or not isinstance(version, int) or version != PROTOCOL_VERSION:
+                raise ProtocolError(
+                    f"protocol version {quote(version)} not supported; this run speaks {PROTOCOL_VERSION}")
+            return Request(request_id, "hello", None)
+        if kind != "command":
+            raise ProtocolError(f"unknown message type {quote(kind)}; expected command or hello")
+        return Request(request_id, "command", command_from_message(message))
+    except ProtocolError as err:
+        raise ProtocolError(str(err), request_id) from None
 
 
 # --- session data (server to client) --------------------------------------------------------
@@ -119,6 +210,11 @@ def record_from_json(data: Mapping[str, Any]) -> UpdateRecord:
 def snapshot_message(snapshot: Any, records: tuple[UpdateRecord, ...]) -> dict[str, Any]:
     """A `MetricsSnapshot`'s scalars plus `records`: the update records this client has
     not seen yet (the whole kept history on connect, then each chunk's new ones)."""
+    return {**snapshot_head(snapshot), "records": [record.to_json() for record in records]}
+
+
+def snapshot_head(snapshot: Any) -> dict[str, Any]:
+    """A snapshot message without its records (`snapshot_line` adds them)."""
     return {
         "type": "snapshot",
         "state": snapshot.state.value,
@@ -129,8 +225,19 @@ def snapshot_message(snapshot: Any, records: tuple[UpdateRecord, ...]) -> dict[s
         "elapsed": round(snapshot.elapsed, 4),
         "sps": round(snapshot.sps, 1),
         "hparams": dict(snapshot.hparams),
-        "records": [record.to_json() for record in records],
     }
+
+
+def encode_record(record: UpdateRecord) -> bytes:
+    """One update record as the JSON text a snapshot's `records` list holds: encoded once,
+    shared by every client's messages."""
+    return json.dumps(jsonable(record.to_json()), allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+
+def snapshot_line(head: Mapping[str, Any], records: Iterable[bytes]) -> bytes:
+    """A whole snapshot line: `head` (from `snapshot_head`) with already encoded records."""
+    body = encode(head).rstrip(b"\n")
+    return body[:-1] + b',"records":[' + b",".join(records) + b"]}\n"
 
 
 def state_message(state: SessionState, message: str | None) -> dict[str, Any]:

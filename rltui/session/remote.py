@@ -14,6 +14,7 @@ import collections
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -51,7 +52,7 @@ def _connect(run_dir: Path, timeout: float) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
-        sock.connect(str(path))
+        connect_retrying(sock, path, timeout)
     except (ConnectionRefusedError, FileNotFoundError):
         sock.close()
         raise AttachError(f"{run_dir}: no run is listening there (the socket is left over: the run has ended)") from None
@@ -62,6 +63,23 @@ def _connect(run_dir: Path, timeout: float) -> socket.socket:
         sock.close()
         raise AttachError(f"{path}: cannot connect: {err.strerror or err}") from None
     return sock
+
+
+def connect_retrying(sock: socket.socket, path: Path | str, timeout: float) -> None:
+    """Connect `sock` to the Unix socket at `path`. A socket with a timeout connects
+    without blocking, and a listener whose backlog is full (many clients attaching at
+    once) answers EAGAIN rather than waiting: that is retried until `timeout`."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        try:
+            sock.connect(str(path))
+            return
+        except BlockingIOError:
+            if time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
 
 class RemoteSession:
@@ -102,6 +120,11 @@ class RemoteSession:
         except (OSError, ProtocolError) as err:
             sock.close()
             raise AttachError(f"{run_dir}: the run did not greet us ({err})") from None
+        if hello.get("type") == "error":  # e.g. it serves as many clients as it can
+            sock.close()
+            reason = hello.get("error")
+            reason = reason[:300] if isinstance(reason, str) else "no reason given"
+            raise AttachError(f"{run_dir}: the run refused: {reason}")
         if hello.get("type") != "hello" or hello.get("protocol") != protocol.PROTOCOL_VERSION:
             sock.close()
             raise AttachError(
@@ -172,8 +195,8 @@ class RemoteSession:
             for line in self._reader:
                 try:
                     self._dispatch(protocol.decode(line))
-                except (ProtocolError, KeyError, TypeError, ValueError):
-                    continue  # one odd message from a newer run must not end the session
+                except Exception:  # noqa: BLE001 - one odd message (a newer run's) must not end the session
+                    continue
         except (OSError, ValueError):
             pass
         finally:
