@@ -32,6 +32,8 @@ def test_round_trip_restores_every_leaf(trained):
 
 
 def test_restored_state_continues_bit_exactly_without_recompiling(trained):
+    """Bit-exact on the same machine: both continuations run the same compiled program in
+    this process. Another CPU rounds differently, so no test compares figures across machines."""
     parallel, portable, hp = trained
     data = checkpoint.encode(portable, {})
     state = parallel.put(checkpoint.from_portable(portable, 1), like=parallel.init(jax.random.PRNGKey(0), hp))

@@ -102,7 +102,8 @@ def test_normalisation_statistics_survive_a_checkpoint_round_trip():
         np.testing.assert_array_equal(a, b)
     assert restored.obs_stats.mean.shape == (3,)  # stored once, not per device
     assert restored.discounted_return.shape == (NORMALIZED.num_envs,)  # per env
-    # continuing from the restored state equals continuing from the original
+    # continuing from the restored state equals continuing from the original (bit-exact on
+    # the same machine: the same compiled program runs both)
     placed = parallel.put(parallel.from_portable(restored), state)
     a, _ = parallel.run_chunk(state, hp, 2)
     b, _ = parallel.run_chunk(placed, hp, 2)

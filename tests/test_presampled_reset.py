@@ -1,4 +1,5 @@
-"""Steps fed with randomness drawn ahead (`draw_step`) are exactly gymnax's own steps."""
+"""Steps fed with randomness drawn ahead (`draw_step`) are gymnax's own steps: the same flags
+and counters, and the same floats up to rounding."""
 
 import jax
 import jax.numpy as jnp
@@ -44,4 +45,10 @@ def test_presampled_steps_equal_gymnax_steps_across_episode_ends(env_id):
     terminated, truncated = gymnax[2], gymnax[3]
     assert int(jnp.sum(terminated | truncated)) >= ENVS  # every env restarted at least once, on average
     for mine, theirs in zip(ours, gymnax):
-        np.testing.assert_array_equal(np.asarray(mine), np.asarray(theirs))
+        mine, theirs = np.asarray(mine), np.asarray(theirs)
+        if np.issubdtype(mine.dtype, np.floating):
+            # Two programs: XLA may fuse the same float ops differently and round an ulp
+            # apart on another CPU; a wrong reset state is off by far more than this.
+            np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-5)
+        else:  # flags, counters, actions: exactly gymnax's
+            np.testing.assert_array_equal(mine, theirs)

@@ -242,6 +242,8 @@ def test_headless_run_writes_and_prunes_checkpoints(run_a):
 
 
 def test_resume_is_bit_exact(run_a, run_b):
+    """On the same machine: both runs compile the same program here. Resumed figures equal
+    an uninterrupted run's bit for bit only on one machine; another CPU rounds differently."""
     run_dir, snapshot, resumed = run_b
     assert_ok(resumed)
     assert [u for u, _ in checkpoints(snapshot)] == [K]

@@ -27,6 +27,10 @@ def _run(static, seed, updates=5):
 
 
 def test_each_seed_is_the_agent_a_single_seed_run_would_train():
+    """Seeds vmapped in one program against one seed alone: two programs whose sums may
+    round differently on another CPU. The tolerance (1e-6 absolute, on losses of order 1e-4
+    and parameters of order 1) is thousands of rounding errors wide, and a hundred times
+    narrower than the difference between two seeds' losses, which the test checks too."""
     state, metrics = _run(SEEDED, seed=3)
     assert metrics.per_update.policy_loss.shape == (3, TINY["max_chunk_updates"])
     for i in range(3):
@@ -34,6 +38,8 @@ def test_each_seed_is_the_agent_a_single_seed_run_would_train():
         np.testing.assert_allclose(metrics.per_update.policy_loss[i, :5], host_metrics(single)["policy_loss"], atol=1e-6)
         for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(single_state.params)):
             np.testing.assert_allclose(np.asarray(a)[0, i], np.asarray(b)[0], atol=1e-6)
+    losses = metrics.per_update.policy_loss[:, :5]
+    assert np.abs(losses[0] - losses[1]).max() > 100 * 1e-6  # a seed mix-up would show
 
 
 def test_an_edit_reaches_every_seed_without_recompiling():
@@ -46,6 +52,7 @@ def test_an_edit_reaches_every_seed_without_recompiling():
 
 
 def test_checkpoint_holds_every_seed_and_restores_them():
+    """The continuation is compared bit-exactly on the same machine (same compiled program)."""
     parallel, state, hp = build(SEEDED, seed=0)
     state, _ = parallel.run_chunk(state, hp, 2)
     portable = checkpoint.to_portable(state)
