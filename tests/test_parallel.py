@@ -76,6 +76,10 @@ SCRIPT = textwrap.dedent(
 
 @pytest.mark.parametrize("network,inputs", [("mlp", "normalized"), ("gru", "raw")])
 def test_two_devices_keep_identical_params_equal_to_one_device(network, inputs):
+    # Two devices and one run different reductions (pmean, merged statistics), so their
+    # float32 results agree up to rounding: the bounds are well over an order of magnitude
+    # above it and far below what a wrong split of envs or a missed pmean gives (differences
+    # of the size of the losses themselves). Replicas of one program are exactly equal.
     # gru: each device carries the hidden states of its own envs, and minibatches of whole
     # env sequences are the same sets of envs on two devices as on one. mlp runs with
     # observation and reward normalisation: their statistics are merged over devices.
