@@ -57,6 +57,11 @@ MAX_QUEUED = 2**20  # bytes of whole messages waiting for one client; more and i
 RECORDS_PER_MESSAGE = 256  # a snapshot owed to a client goes out in messages of this many records
 CPU_SHARE = 0.1  # of one core: the most this thread uses, averaged, whatever clients do
 CPU_BURST = 0.25  # CPU seconds it may use at once before CPU_SHARE applies
+# New connections accepted: all MAX_CLIENTS at once, then this many a second. Beyond it
+# they wait in the listen backlog, and a client that waits for its greeting (as rltui's
+# do) waits without using CPU: a loop of connects cannot keep the machine busy through us.
+ACCEPTS_PER_SECOND = 50.0
+ACCEPT_BURST = MAX_CLIENTS
 COMMANDS_PER_SECOND = 20.0  # commands passed to the session, all clients together
 COMMAND_BURST = 50  # commands at once before COMMANDS_PER_SECOND applies
 # Work done for one client or the listener per turn of the loop: small turns keep the CPU
@@ -68,6 +73,30 @@ _LISTEN, _WAKE = "listen", "wake"
 
 class ControlServerError(OSError):
     """The run cannot listen; the message is one line for the user."""
+
+
+class _Allowance:
+    """A token bucket: `burst` at once, then `rate` a second."""
+
+    def __init__(self, rate: float, burst: int):
+        self.rate, self.burst = rate, float(burst)
+        self.tokens, self._mark = float(burst), time.monotonic()
+
+    def available(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self._mark) * self.rate)
+        self._mark = now
+        return self.tokens >= 1
+
+    def take(self) -> bool:
+        if not self.available():
+            return False
+        self.tokens -= 1
+        return True
+
+    def next_at(self) -> float:
+        """When the next token is there."""
+        return self._mark + max(0.0, 1 - self.tokens) / self.rate
 
 
 class _Kept(NamedTuple):
@@ -119,6 +148,8 @@ class ControlServer(SessionListener):
         cpu_burst: float = CPU_BURST,
         commands_per_second: float = COMMANDS_PER_SECOND,
         command_burst: int = COMMAND_BURST,
+        accepts_per_second: float = ACCEPTS_PER_SECOND,
+        accept_burst: int = ACCEPT_BURST,
     ):
         self.session = session
         self.run_dir = Path(os.path.abspath(run_dir))
@@ -128,7 +159,6 @@ class ControlServer(SessionListener):
         self.max_queued = max_queued
         self.records_per_message = records_per_message
         self.cpu_share, self.cpu_burst = cpu_share, cpu_burst
-        self.commands_per_second, self.command_burst = commands_per_second, command_burst
         self.path: Path | None = None
         self._pointer: Path | None = None
         self._inode: int | None = None
@@ -152,7 +182,9 @@ class ControlServer(SessionListener):
         self._flush_seconds = 1.0
         self._serving = False
         self._cpu_credit, self._cpu_mark = cpu_burst, (0.0, 0.0)
-        self._command_tokens, self._command_mark = float(command_burst), time.monotonic()
+        self._command_tokens = _Allowance(commands_per_second, command_burst)
+        self._accept_tokens = _Allowance(accepts_per_second, accept_burst)
+        self._listen_paused_until: float | None = None  # out of accepts: the listener is off the selector
         self.last_internal_error: str | None = None  # a bug that cost one message or client, not the server
 
     # --- lifecycle (the launching thread) ---------------------------------------------------
@@ -217,7 +249,8 @@ class ControlServer(SessionListener):
         try:
             self._cpu_mark = (time.monotonic(), time.thread_time())
             while not self._stopping.is_set():
-                ready = self._selector.select(0 if self._lines_waiting else None)
+                ready = self._selector.select(self._select_timeout())
+                self._resume_listening()
                 # Wake-up bytes are cleared before the inbox is drained, never after: an
                 # item posted in between keeps its byte, so the next select returns for it.
                 if any(key.data == _WAKE for key, _ in ready):
@@ -233,6 +266,18 @@ class ControlServer(SessionListener):
         finally:
             self._serving = False
             self._shutdown()
+
+    def _select_timeout(self) -> float | None:
+        if self._lines_waiting:
+            return 0
+        if self._listen_paused_until is not None:
+            return max(0.0, self._listen_paused_until - time.monotonic())
+        return None
+
+    def _resume_listening(self) -> None:
+        if self._listen_paused_until is not None and time.monotonic() >= self._listen_paused_until:
+            self._listen_paused_until = None
+            self._selector.register(self._listen, selectors.EVENT_READ, _LISTEN)
 
     def _throttle(self) -> None:
         """Keep this thread's CPU to `cpu_share` of a core on average: whatever clients send
@@ -273,12 +318,19 @@ class ControlServer(SessionListener):
 
     def _accept(self) -> None:
         for _ in range(ACCEPTS_PER_TURN):  # more wait in the listen backlog for the next turn
+            if not self._accept_tokens.available():
+                # The rest wait in the listen backlog; the listener leaves the selector
+                # until an accept is allowed again (it would report ready all the while).
+                self._selector.unregister(self._listen)
+                self._listen_paused_until = self._accept_tokens.next_at()
+                return
             try:
                 conn, _ = self._listen.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
                 return  # e.g. out of file descriptors: the client sees a refusal
+            self._accept_tokens.take()
             try:
                 if not same_user(conn):
                     conn.close()
@@ -394,14 +446,9 @@ class ControlServer(SessionListener):
                 validate_changes(dict(command.changes))
             except HParamError as err:
                 raise ProtocolError(str(err)) from None
-        now = time.monotonic()
-        self._command_tokens = min(
-            float(self.command_burst), self._command_tokens + (now - self._command_mark) * self.commands_per_second)
-        self._command_mark = now
-        if self._command_tokens < 1:
+        if not self._command_tokens.take():
             raise ProtocolError(
-                f"too many commands (more than {self.commands_per_second:g} a second); this one was not applied")
-        self._command_tokens -= 1
+                f"too many commands (more than {self._command_tokens.rate:g} a second); this one was not applied")
         self.session.submit(command)
 
     def _drain_inbox(self) -> None:
