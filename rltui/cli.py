@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from rltui import __version__
-from rltui.config import KEYS, RunConfig
+from rltui.config import KEYS, RunConfig, check_run_name
 
 EXIT_USAGE = 2
 
@@ -128,6 +128,8 @@ def cmd_launch(args: argparse.Namespace, argv: list[str]) -> int:
     from rltui import multiprocess
 
     try:
+        if args.name is not None:
+            check_run_name(args.name)  # before anything is written, in any process
         spec = multiprocess.spec_from_args(args)
     except ValueError as err:
         print(f"rltui: error: {err}", file=sys.stderr)

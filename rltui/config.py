@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 from trainers.envs import MINATAR, SUPPORTED_ENVS
 from trainers.hparams import (
@@ -20,9 +21,11 @@ from trainers.hparams import (
     LOG_STD_MODES,
     NETWORKS,
     PRECISIONS,
+    QUOTE_LIMIT,
     DynamicHParams,
     HParamError,
     StaticConfig,
+    quote,
     validate_hparam,
 )
 
@@ -177,39 +180,104 @@ RESUMABLE_KEYS = frozenset(
 )
 
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
-_INT_RANGES = {
-    "seed": (0, None),
-    "total_timesteps": (1, None),
-    "num_envs": (1, None),
-    "num_steps": (1, None),
-    "num_minibatches": (1, None),
-    "update_epochs": (1, None),
-    "num_seeds": (1, None),
-    "noise_hold": (1, None),
-    "devices": (0, None),
-    "cpu_threads": (0, None),
-    "checkpoint_every_updates": (0, None),
-    "keep_checkpoints": (1, None),
+
+INT32_MAX = 2**31 - 1
+UINT32_MAX = 2**32 - 1
+INT64_MAX = 2**63 - 1
+
+
+class IntRange(NamedTuple):
+    low: int
+    high: int
+
+    def __contains__(self, value: object) -> bool:
+        return isinstance(value, int) and self.low <= value <= self.high
+
+    def describe(self) -> str:
+        return f"an integer in [{self.low}, {self.high}]"
+
+
+# The allowed values of every integer key (and of hidden_sizes' widths): each fits the type
+# it becomes. Counts and sizes reach the trainer as int32; a seed becomes a 32-bit PRNG key,
+# where a larger one would wrap around to a smaller seed's stream.
+INT_RANGES: dict[str, IntRange] = {
+    "seed": IntRange(0, UINT32_MAX),
+    "total_timesteps": IntRange(1, INT64_MAX),
+    "num_envs": IntRange(1, INT32_MAX),
+    "num_steps": IntRange(1, INT32_MAX),
+    "num_minibatches": IntRange(1, INT32_MAX),
+    "update_epochs": IntRange(1, INT32_MAX),
+    "hidden_sizes": IntRange(1, INT32_MAX),
+    "num_seeds": IntRange(1, INT32_MAX),
+    "noise_hold": IntRange(1, INT32_MAX),
+    "devices": IntRange(0, INT32_MAX),
+    "cpu_threads": IntRange(0, INT32_MAX),
+    "checkpoint_every_updates": IntRange(0, INT32_MAX),
+    "keep_checkpoints": IntRange(1, INT32_MAX),
+}
+
+
+class DerivedLimit(NamedTuple):
+    """A quantity computed from several keys that must also fit its type; an error names `key`."""
+
+    key: str
+    what: str
+    value: Callable[["RunConfig"], int]
+    high: int
+
+
+DERIVED_LIMITS = (
+    # Batch indices and the update counter are int32 inside the trainer.
+    DerivedLimit("num_envs", "num_envs x num_steps (env steps per update)", lambda c: c.steps_per_update, INT32_MAX),
+    DerivedLimit("total_timesteps", "the number of updates (total_timesteps / env steps per update)",
+                 lambda c: c.total_updates, INT32_MAX),
+    # Agent i of a many-seeds run starts from seed + i.
+    DerivedLimit("seed", "the last agent's seed (seed + num_seeds - 1)", lambda c: c.seed + c.num_seeds - 1, UINT32_MAX),
+)
+
+# The allowed values of the float keys that are not trainer hyperparameters (those follow
+# trainers.hparams' rules): predicate, description.
+FLOAT_RULES: dict[str, tuple[Callable[[float], bool], str]] = {
+    "log_std_init": (lambda v: -5 <= v <= 2, "a number in [-5, 2]"),
+    "chunk_seconds": (lambda v: 0.01 <= v <= 60, "a number of seconds in [0.01, 60]"),
+    "checkpoint_minutes": (lambda v: math.isfinite(v) and v >= 0, "a number of minutes >= 0"),
 }
 
 
 def _expect(key: str, allowed: str, value: Any) -> ConfigError:
-    return ConfigError(f"{key}: expected {allowed}, got {value!r}")
+    return ConfigError(f"{key}: expected {allowed}, got {quote(value)}")
+
+
+def check_integer(name: str, value: int, allowed: IntRange) -> int:
+    """`value` if it lies in `allowed`, else ConfigError naming `name` (a key or a flag)."""
+    if value not in allowed:
+        raise _expect(name, allowed.describe(), value)
+    return value
+
+
+def int_range(key: str) -> IntRange:
+    return INT_RANGES[key]
+
+
+def coerce_value(key: str, value: Any) -> Any:
+    """`value` (from TOML or `--set`) as key `key` holds it, or ConfigError."""
+    return _coerce(_known_key(key, value), value)
 
 
 def _coerce(key: str, value: Any) -> Any:
     default = getattr(RunConfig, key) if key != "hidden_sizes" else (64, 64)
     if key == "hidden_sizes":
+        allowed = f"a list of positive integers up to {INT_RANGES[key].high}, like [64, 64]"
         if isinstance(value, str):
             value = [v.strip() for v in value.strip("[]() ").split(",") if v.strip()]
             try:
                 value = [int(v) for v in value]
             except ValueError:
-                raise _expect(key, "a list of positive integers, like [64, 64]", value) from None
+                raise _expect(key, allowed, value) from None
         if not isinstance(value, (list, tuple)) or not value or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value
+            not isinstance(v, bool) and v in INT_RANGES[key] for v in value
         ):
-            raise _expect(key, "a list of positive integers, like [64, 64]", value)
+            raise _expect(key, allowed, value)
         return tuple(value)
     if isinstance(default, bool):
         if isinstance(value, str) and value.lower() in ("true", "false"):
@@ -218,34 +286,34 @@ def _coerce(key: str, value: Any) -> Any:
             raise _expect(key, "true or false", value)
         return value
     if isinstance(default, int):
+        number = value
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-            value = int(value)  # allows 2e6
-        if isinstance(value, bool) or not isinstance(value, int):
+            number = int(value)  # allows 2e6
+        if isinstance(number, bool) or not isinstance(number, int):
             raise _expect(key, "an integer", value)
-        low, high = _INT_RANGES.get(key, (None, None))
-        if low is not None and value < low:
-            raise _expect(key, f"an integer >= {low}", value)
-        return value
+        if number not in INT_RANGES[key]:
+            raise _expect(key, INT_RANGES[key].describe(), value)
+        return number
     if isinstance(default, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise _expect(key, "a number", value)
-        value = float(value)
         if key in DynamicHParams._fields:
             try:
-                validate_hparam(key, value)
+                return validate_hparam(key, value)
             except HParamError as err:
                 raise ConfigError(str(err)) from None
-        elif key == "chunk_seconds" and not (0.01 <= value <= 60):
-            raise _expect(key, "a number of seconds in [0.01, 60]", value)
-        elif key == "checkpoint_minutes" and not (math.isfinite(value) and value >= 0):
-            raise _expect(key, "a number of minutes >= 0", value)
-        elif key == "log_std_init" and not (-5 <= value <= 2):
-            raise _expect(key, "a number in [-5, 2]", value)
-        return value
+        ok, allowed = FLOAT_RULES[key]
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            raise _expect(key, allowed, value) from None
+        if not ok(number):
+            raise _expect(key, allowed, value)
+        return number
     if not isinstance(value, str):
         raise _expect(key, "a string", value)
     if key == "env" and value not in SUPPORTED_ENVS:
-        raise ConfigError(f"env: unknown environment {value!r}; run `rltui envs` to list the supported ones")
+        raise ConfigError(f"env: unknown environment {quote(value)}; run `rltui envs` to list the supported ones")
     if key == "algo" and value not in ALGOS:
         raise _expect(key, "one of " + ", ".join(ALGOS), value)
     if key == "activation" and value not in ACTIVATIONS:
@@ -261,11 +329,27 @@ def _coerce(key: str, value: Any) -> Any:
 
 def parse_set_value(text: str) -> Any:
     """Read a `--set` value as a TOML value (numbers, booleans, arrays, quoted strings);
-    anything that is not valid TOML is taken as a bare string (e.g. Acrobot-v1)."""
+    anything that is not valid TOML is taken as a bare string (e.g. Acrobot-v1). A value
+    TOML reads as a number or array but Python cannot hold raises ConfigError."""
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        return _parse_toml(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+
+
+def _parse_toml(text: str) -> dict[str, Any]:
+    """tomllib.loads, with the inputs it fails on outside TOMLDecodeError as ConfigError
+    (the message lacks the field; callers add it)."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        raise
+    except RecursionError:  # the parser recurses once per level of nested arrays
+        raise ConfigError("arrays are nested too deeply to read") from None
+    except ValueError:  # an integer longer than Python converts from text
+        raise ConfigError(
+            f"a number has more than {sys.get_int_max_str_digits():,} digits, too many to read"
+        ) from None
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -274,8 +358,11 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ConfigError(f"--set: expected key=value, got {item!r}")
-        out[key] = parse_set_value(text.strip())
+            raise ConfigError(f"--set: expected key=value, got {quote(item)}")
+        try:
+            out[key] = parse_set_value(text.strip())
+        except ConfigError as err:
+            raise ConfigError(f"{_known_key(key, None)}: {err}") from None
     return out
 
 
@@ -286,13 +373,20 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"--config: no such file: {path}") from None
     except OSError as err:
         raise ConfigError(f"--config: cannot read {path}: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"--config: {path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}); "
+            "TOML files are UTF-8"
+        ) from None
     try:
-        values = tomllib.loads(text)
+        values = _parse_toml(text)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"--config: {path} is not valid TOML: {err}") from None
+    except ConfigError as err:
+        raise ConfigError(f"--config: {path} is not readable as TOML: {err}") from None
     try:  # checked here so that an error names the file it is in, not only the key
         for key, value in values.items():
-            _coerce(_known_key(key, value), value)
+            coerce_value(key, value)
     except ConfigError as err:
         raise ConfigError(f"--config: {path}: {err}") from None
     return values
@@ -301,9 +395,14 @@ def load_toml(path: Path) -> dict[str, Any]:
 def _known_key(key: str, value: Any) -> str:
     if key not in _FIELDS:
         if isinstance(value, dict):
-            raise ConfigError(f"{key}: tables are not supported; keys are flat (e.g. lr = 3e-4)")
-        raise ConfigError(f"{key}: unknown key; known keys: {', '.join(_FIELDS)}")
+            raise ConfigError(f"{_show_key(key)}: tables are not supported; keys are flat (e.g. lr = 3e-4)")
+        raise ConfigError(f"{_show_key(key)}: unknown key; known keys: {', '.join(_FIELDS)}")
     return key
+
+
+def _show_key(key: str) -> str:
+    """An unknown key as a message names it: bare when short and printable, else quoted."""
+    return key if key.isprintable() and len(key) <= QUOTE_LIMIT else quote(key)
 
 
 # Built-in defaults that differ by algorithm (below any file or --set value). REINFORCE makes
@@ -322,7 +421,7 @@ def build_config(
     merged: dict[str, Any] = {}
     for source in (file_values or {}, overrides or {}):
         for key, value in source.items():
-            merged[key] = _coerce(_known_key(key, value), value)
+            merged[key] = coerce_value(key, value)
     algo = merged.get("algo", RunConfig.algo)
     algo_defaults = ALGO_DEFAULTS.get(algo, {})
     if use_preset:
@@ -331,6 +430,9 @@ def build_config(
         tuned = {key: _coerce(key, value) for key, value in presets.preset(algo, merged.get("env", RunConfig.env)).items()}
         algo_defaults = {**algo_defaults, **tuned}
     config = RunConfig(**{**algo_defaults, **merged})
+    for limit in DERIVED_LIMITS:
+        if limit.value(config) > limit.high:
+            raise ConfigError(f"{limit.key}: {limit.what} must be at most {limit.high}, got {limit.value(config)}")
     if config.network == "cnn" and config.env not in IMAGE_ENVS:
         raise ConfigError(
             f"network: cnn needs image observations (the MinAtar envs); {config.env} has flat observations"
@@ -370,12 +472,29 @@ def resume_config(
     base.update({name: value for name, value in hparams_as_config(live_hparams).items() if name in base})
     original = build_config(base, use_preset=False)
     for key, value in overrides.items():
-        if key not in RESUMABLE_KEYS and _coerce(_known_key(key, value), value) != getattr(original, key):
+        if key not in RESUMABLE_KEYS and coerce_value(key, value) != getattr(original, key):
             raise ConfigError(
-                f"{key}: cannot change when resuming (the checkpoint was made with {getattr(original, key)!r}); "
+                f"{key}: cannot change when resuming (the checkpoint was made with {quote(getattr(original, key))}); "
                 "start a new run instead"
             )
     return build_config(base, overrides, use_preset=False)
+
+
+def check_run_name(name: str) -> str:
+    """`name` if it names one directory inside runs/, else ConfigError: a path separator, "."
+    or ".." would place the run elsewhere, and a control character would break the one-line
+    messages that show the run directory."""
+    if not name or name in (".", ".."):
+        raise ConfigError(f"--name: expected a directory name, got {quote(name)}")
+    separators = [sep for sep in ("/", os.sep, os.altsep) if sep and sep in name]
+    if separators:
+        raise ConfigError(
+            f"--name: expected a name without {quote(separators[0])} (one directory under runs/; "
+            f"--run-dir takes a path), got {quote(name)}"
+        )
+    if not name.isprintable():
+        raise ConfigError(f"--name: expected a name without control characters, got {quote(name)}")
+    return name
 
 
 def check_devices(config: RunConfig, num_devices: int) -> None:

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import pytest
 
 from rltui import presets
 from rltui.config import (
+    INT64_MAX,
+    INT_RANGES,
     KEYS,
     ConfigError,
     RunConfig,
     build_config,
     check_devices,
+    check_run_name,
+    coerce_value,
     dump_toml,
     hparams_as_config,
     load_toml,
     parse_overrides,
     parse_set_value,
 )
+from trainers.hparams import quote
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -332,3 +338,135 @@ def test_dump_toml_round_trips(tmp_path, overrides):
 def test_live_hparams_read_as_config_values():
     live = {"lr": 1e-3, "baseline": 1.0, "normalize_returns": 0.0, "anneal_lr": 1.0, "anneal_updates": 24.0}
     assert hparams_as_config(live) == {"lr": 1e-3, "baseline": True, "normalize_returns": False}
+
+
+# --- inputs at the edge of what Python and the trainer can hold ----------------------------
+
+
+def test_every_integer_key_has_a_range_that_fits_its_type():
+    """The top of each integer key's range is accepted, one more is refused at parse time."""
+    int_keys = [k for k in KEYS if isinstance(getattr(RunConfig, k), int) and not isinstance(getattr(RunConfig, k), bool)]
+    assert set(INT_RANGES) == {*int_keys, "hidden_sizes"}
+    for key in int_keys:
+        allowed = INT_RANGES[key]
+        assert allowed.high <= INT64_MAX, key
+        assert coerce_value(key, allowed.high) == allowed.high
+        with pytest.raises(ConfigError) as excinfo:
+            coerce_value(key, allowed.high + 1)
+        assert str(excinfo.value) == f"{key}: expected an integer in [{allowed.low}, {allowed.high}], got {allowed.high + 1}"
+
+
+@pytest.mark.parametrize(
+    "items,message",
+    [
+        (["seed=1e30"], "seed: expected an integer in [0, 4294967295], got 1e+30"),
+        (["seed=4294967296"], "seed: expected an integer in [0, 4294967295], got 4294967296"),
+        (["num_envs=2147483648"], "num_envs: expected an integer in [1, 2147483647], got 2147483648"),
+        (["seed=4294967295", "num_seeds=2"],
+         "seed: the last agent's seed (seed + num_seeds - 1) must be at most 4294967295, got 4294967296"),
+        (["num_envs=65536", "num_steps=65536", "num_minibatches=1"],
+         "num_envs: num_envs x num_steps (env steps per update) must be at most 2147483647, got 4294967296"),
+        (["total_timesteps=1e18"],
+         "total_timesteps: the number of updates (total_timesteps / env steps per update) must be at most "
+         "2147483647, got 1953125000000000"),
+        (["hidden_sizes=[64, 2147483648]"],
+         "hidden_sizes: expected a list of positive integers up to 2147483647, like [64, 64], got [64, 2147483648]"),
+    ],
+    ids=["seed-1e30", "seed-above-uint32", "num-envs-above-int32", "last-seed", "steps-per-update", "updates", "width"],
+)
+def test_integers_beyond_their_type_are_refused(items, message):
+    with pytest.raises(ConfigError) as excinfo:
+        from_set(*items)
+    assert str(excinfo.value) == message
+
+
+HUGE_INT = "1" + "0" * 400
+HUGE_INT_SHOWN = "1" + "0" * 37 + "..." + "0" * 39 + " (401 digits)"
+
+
+@pytest.mark.parametrize(
+    "item,message",
+    [
+        (f"lr={HUGE_INT}", f"lr: expected a number > 0, got {HUGE_INT_SHOWN}, which is not a finite number"),
+        (f"checkpoint_minutes={HUGE_INT}", f"checkpoint_minutes: expected a number of minutes >= 0, got {HUGE_INT_SHOWN}"),
+        ("lr=1e39", "lr: expected a number > 0, got 1e+39, which is too large for a 32-bit float"),
+        ("lr=1e-50", "lr: expected a number > 0, got 1e-50, which is 0 as a 32-bit float"),
+        ("hidden_sizes=" + "[" * 100_000 + "]" * 100_000, "hidden_sizes: arrays are nested too deeply to read"),
+        ("seed=1" + "0" * 5000, "seed: a number has more than 4,300 digits, too many to read"),
+    ],
+    ids=["int-beyond-float", "int-beyond-float-minutes", "beyond-float32", "zero-in-float32", "nested", "digits"],
+)
+def test_numbers_python_cannot_hold_are_refused_in_one_line(item, message):
+    with pytest.raises(ConfigError) as excinfo:
+        from_set(item)
+    assert str(excinfo.value) == message
+
+
+def test_toml_file_with_a_number_beyond_float_names_the_file(tmp_path):
+    path = tmp_path / "big.toml"
+    path.write_text(f"lr = {HUGE_INT}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as excinfo:
+        load_toml(path)
+    assert str(excinfo.value) == f"--config: {path}: lr: expected a number > 0, got {HUGE_INT_SHOWN}, which is not a finite number"
+
+
+def test_toml_file_that_is_not_utf8_is_refused(tmp_path):
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(b'lr = 3e-4\nenv = "\xff\xfe"\n')
+    with pytest.raises(ConfigError) as excinfo:
+        load_toml(path)
+    assert str(excinfo.value) == f"--config: {path} is not UTF-8 text (byte 0xff at offset 17); TOML files are UTF-8"
+
+
+def test_toml_file_nested_too_deeply_is_refused(tmp_path):
+    path = tmp_path / "deep.toml"
+    path.write_text("hidden_sizes = " + "[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as excinfo:
+        load_toml(path)
+    assert str(excinfo.value) == f"--config: {path} is not readable as TOML: arrays are nested too deeply to read"
+
+
+def test_long_values_are_quoted_shortened():
+    env = "x" * 50_000_000
+    with pytest.raises(ConfigError) as excinfo:
+        build_config({"env": env})
+    shown = "'" + "x" * 37 + "..." + "x" * 38 + "' (50,000,000 characters)"
+    assert str(excinfo.value) == f"env: unknown environment {shown}; run `rltui envs` to list the supported ones"
+    with pytest.raises(ConfigError) as excinfo:
+        build_config({"k" * 1000: 1})
+    assert str(excinfo.value).startswith("'" + "k" * 37 + "..." + "k" * 38 + "' (1,000 characters): unknown key;")
+
+
+@pytest.mark.parametrize(
+    "value,shown",
+    [
+        ("abc", "'abc'"),
+        (list(range(100)), "[0, 1, 2, 3, 4, 5, ...]"),
+        (10**5000, "an integer of more than 4,300 digits"),
+        (functools.reduce(lambda inner, _: [inner], range(100_000), []), "[[[[...]]]]"),
+    ],
+    ids=["short", "long-list", "int-beyond-repr", "deep"],
+)
+def test_quote_is_bounded_whatever_the_value(value, shown):
+    assert quote(value) == shown
+
+
+@pytest.mark.parametrize(
+    "name,message",
+    [
+        ("exp/one", "--name: expected a name without '/' (one directory under runs/; --run-dir takes a path), got 'exp/one'"),
+        ("a/../../escape",
+         "--name: expected a name without '/' (one directory under runs/; --run-dir takes a path), got 'a/../../escape'"),
+        ("..", "--name: expected a directory name, got '..'"),
+        (".", "--name: expected a directory name, got '.'"),
+        ("", "--name: expected a directory name, got ''"),
+        ("a\x00b", "--name: expected a name without control characters, got 'a\\x00b'"),
+        ("two\nlines", "--name: expected a name without control characters, got 'two\\nlines'"),
+    ],
+    ids=["slash", "escape", "dotdot", "dot", "empty", "nul", "newline"],
+)
+def test_run_name_is_one_path_component(name, message):
+    with pytest.raises(ConfigError) as excinfo:
+        check_run_name(name)
+    assert str(excinfo.value) == message
+    assert check_run_name("CartPole-v1 first try") == "CartPole-v1 first try"

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Mapping, NamedTuple
+import reprlib
+import sys
+from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
@@ -92,7 +94,7 @@ class DynamicHParams(NamedTuple):
     def create(cls, **values: float) -> "DynamicHParams":
         for name, value in values.items():
             if name not in cls._fields:
-                raise KeyError(f"unknown hyperparameter {name!r}")
+                raise KeyError(f"unknown hyperparameter {quote(name)}")
             validate_hparam(name, value)
         return cls()._replace(**{k: np.float32(v) for k, v in values.items()})
 
@@ -100,7 +102,7 @@ class DynamicHParams(NamedTuple):
         """Return a copy with `changes` applied; static or unknown keys are rejected."""
         for name, value in changes.items():
             if name not in LIVE_HPARAMS:
-                raise KeyError(f"{name!r} is not a live-editable hyperparameter")
+                raise KeyError(f"{quote(name)} is not a live-editable hyperparameter")
             validate_hparam(name, value)
         cast = {k: np.asarray(v, dtype=np.asarray(getattr(self, k)).dtype)[()] for k, v in changes.items()}
         return self._replace(**cast)
@@ -145,13 +147,60 @@ def hparam_rule(name: str) -> str:
 
 
 def validate_hparam(name: str, value: object) -> float:
-    """Return `value` as a float, or raise HParamError saying what is allowed."""
+    """Return `value` as a float, or raise HParamError saying what is allowed. The value must
+    also hold as the float32 the trainer receives (1e39 is inf there, 1e-50 is 0)."""
     ok, allowed = _HPARAM_RULES[name]
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise HParamError(f"{name}: expected {allowed}, got {value!r}")
-    number = float(value)
+        raise HParamError(f"{name}: expected {allowed}, got {quote(value)}")
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond the float range
+        number = math.inf
     if not math.isfinite(number):
-        raise HParamError(f"{name}: expected {allowed}, got {value!r}, which is not a finite number")
+        raise HParamError(f"{name}: expected {allowed}, got {quote(value)}, which is not a finite number")
+    as_float32 = float(np.float32(number)) if abs(number) <= _FLOAT32_MAX else math.inf
+    if not math.isfinite(as_float32):
+        raise HParamError(f"{name}: expected {allowed}, got {quote(value)}, which is too large for a 32-bit float")
     if not ok(number):
-        raise HParamError(f"{name}: expected {allowed}, got {value!r}")
+        raise HParamError(f"{name}: expected {allowed}, got {quote(value)}")
+    if not ok(as_float32):
+        raise HParamError(f"{name}: expected {allowed}, got {quote(value)}, which is {as_float32:g} as a 32-bit float")
     return number
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+QUOTE_LIMIT = 80  # characters of a quoted value in an error message
+
+
+def _quoter() -> reprlib.Repr:
+    r = reprlib.Repr()
+    # Depth and width bounds keep nested values short before the final cut.
+    r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset = 3, 6, 6, 4, 6
+    r.maxstring, r.maxlong, r.maxother = QUOTE_LIMIT, QUOTE_LIMIT, QUOTE_LIMIT
+    return r
+
+
+_QUOTER = _quoter()
+
+
+def shorten(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """`text` cut to about `limit` characters, keeping its start and end."""
+    if len(text) <= limit:
+        return text
+    half = (limit - 3) // 2
+    return text[:half] + "..." + text[-half:]
+
+
+def quote(value: Any) -> str:
+    """A user's value as an error message shows it: its repr, shortened to about QUOTE_LIMIT
+    characters (a long string says how long it is), whatever its size or depth. Every
+    message that quotes a value goes through here, so none can echo megabytes back."""
+    try:
+        text = shorten(_QUOTER.repr(value))
+    except ValueError:  # an int beyond sys.get_int_max_str_digits() has no decimal repr
+        return f"an integer of more than {sys.get_int_max_str_digits():,} digits"
+    if isinstance(value, (str, bytes)) and len(value) > QUOTE_LIMIT:
+        text += f" ({len(value):,} characters)"
+    elif isinstance(value, int) and not isinstance(value, bool) and len(text) >= QUOTE_LIMIT:
+        text += f" ({len(str(abs(value))):,} digits)"
+    return text
