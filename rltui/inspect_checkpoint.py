@@ -25,14 +25,18 @@ def _fail(message: str) -> int:
 
 
 def cmd_info(args) -> int:
+    from trainers import checkpoint
     from trainers.checkpoint import CheckpointError
 
     try:
-        path, _, metadata = _load(args.path)
+        path, data, metadata = _load(args.path)
+        covers_metadata = checkpoint.check(data).covers_metadata
+        finite = checkpoint.params_are_finite(data)
     except (OSError, CheckpointError) as err:
         return _fail(str(err))
     print(f"checkpoint   {path}")
-    print("checksum     ok")
+    print("checksum     " + ("ok" if covers_metadata else "ok, covers the state only (older format)"))
+    print("parameters   " + ("finite" if finite else "contain NaN/inf (cannot be evaluated or resumed)"))
     for key in ("trainer", "update", "env_steps", "elapsed", "reason", "created", "device_kind", "device_count"):
         print(f"{key:<12} {metadata.get(key)}")
     from rltui.config import hparams_as_config
@@ -50,17 +54,24 @@ def cmd_info(args) -> int:
 
 
 def cmd_eval(args) -> int:
+    from rltui.config import INT32_MAX, ConfigError, IntRange, build_config, check_integer, int_range
+    from trainers import checkpoint
     from trainers.checkpoint import CheckpointError
 
-    if args.episodes < 1:
-        return _fail(f"--episodes: expected an integer >= 1, got {args.episodes}")
+    try:
+        # --seed becomes a PRNG key as a run's seed does; --episodes is an int32 batch size.
+        check_integer("--seed", args.seed, int_range("seed"))
+        check_integer("--episodes", args.episodes, IntRange(1, INT32_MAX))
+    except ConfigError as err:
+        return _fail(str(err))
     try:
         path, data, metadata = _load(args.path)
+        if not checkpoint.params_are_finite(data):  # before JAX starts: nothing to evaluate
+            raise CheckpointError(checkpoint.NON_FINITE_MESSAGE)
     except (OSError, CheckpointError) as err:
         return _fail(str(err))
 
     from rltui import runtime
-    from rltui.config import ConfigError, build_config
 
     try:
         config = build_config(metadata.get("config", {}), use_preset=False)
@@ -70,7 +81,6 @@ def cmd_eval(args) -> int:
     import jax
     import numpy as np
 
-    from trainers import checkpoint
     from trainers.evaluate import evaluate
     from trainers.parallel import build
 

@@ -111,6 +111,127 @@ def test_checkpoint_written_before_recurrent_networks_still_loads(trained):
     assert state.pop("hidden", "missing") is None
     outer["state"] = serialization.msgpack_serialize(state)
     outer["sha256"] = hashlib.sha256(outer["state"]).hexdigest()
+    del outer["sha256_all"]  # not written then
     restored, _ = checkpoint.decode(msgpack.packb(outer, use_bin_type=True), portable)
     for a, b in zip(jax.tree.leaves(portable), jax.tree.leaves(restored)):
         np.testing.assert_array_equal(a, b)
+
+
+def _pack(outer) -> bytes:
+    return msgpack.packb(outer, use_bin_type=True)
+
+
+def _resealed(outer) -> bytes:
+    """`outer` with both checksums recomputed: what a consistent (crafted) file holds."""
+    import hashlib
+
+    outer["sha256"] = hashlib.sha256(outer["state"]).hexdigest()
+    outer["sha256_all"] = checkpoint.content_digest(outer["version"], outer["metadata"], outer["sha256"])
+    return _pack(outer)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda m: m.update(update=999),
+        lambda m: m["hparams"].update(lr=0.5),
+        lambda m: m["config"].update(env="Acrobot-v1"),
+    ],
+    ids=["update", "lr", "config"],
+)
+def test_checksum_covers_the_metadata(trained, edit):
+    _, portable, _ = trained
+    outer = _outer(checkpoint.encode(portable, {"update": 3, "hparams": {"lr": 0.1}, "config": {"env": "CartPole-v1"}}))
+    metadata = json.loads(outer["metadata"])
+    edit(metadata)
+    outer["metadata"] = json.dumps(metadata, sort_keys=True)
+    message = "checkpoint is corrupted or edited (checksum mismatch in its metadata)"
+    with pytest.raises(CheckpointError) as excinfo:
+        checkpoint.verify(_pack(outer))
+    assert str(excinfo.value) == message
+    with pytest.raises(CheckpointError) as excinfo:
+        checkpoint.decode(_pack(outer), portable)
+    assert str(excinfo.value) == message
+
+
+def test_checkpoint_without_the_metadata_checksum_still_loads(trained):
+    """Files written before the checksum covered the metadata load, and say so."""
+    _, portable, _ = trained
+    data = checkpoint.encode(portable, {"update": 3})
+    assert checkpoint.check(data).covers_metadata
+    outer = _outer(data)
+    del outer["sha256_all"]
+    older = _pack(outer)
+    assert checkpoint.check(older) == checkpoint.Verified({"update": 3}, covers_metadata=False)
+    restored, metadata = checkpoint.decode(older, portable)
+    assert metadata == {"update": 3}
+    for a, b in zip(jax.tree.leaves(portable), jax.tree.leaves(restored)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "metadata_text,message",
+    [
+        ("[1,2]", "checkpoint metadata is damaged: expected a table of fields, got [1, 2]"),
+        ('{"config": "x"}', "checkpoint metadata is damaged: config should be a table of configuration keys, got 'x'"),
+        ('{"update": "abc"}', "checkpoint metadata is damaged: update should be an integer >= 0, got 'abc'"),
+        ('{"update": -1}', "checkpoint metadata is damaged: update should be an integer >= 0, got -1"),
+        ('{"hparams": {"lr": "fast"}}',
+         "checkpoint metadata is damaged: hparams should be a table of hyperparameter numbers, got {'lr': 'fast'}"),
+        ('{"edits": [1]}', "checkpoint metadata is damaged: edits should be a list of tables, got [1]"),
+        ('{"elapsed": NaN}', "checkpoint metadata is damaged: elapsed should be a number of seconds >= 0, got nan"),
+        ("[" * 100_000 + "]" * 100_000, "checkpoint metadata is corrupted (not readable JSON)"),
+    ],
+    ids=["list", "config-string", "update-string", "update-negative", "hparams", "edits", "elapsed-nan", "deep"],
+)
+def test_crafted_metadata_is_refused_in_one_line(trained, metadata_text, message):
+    """Consistent checksums, metadata of the wrong shape: refused before anything reads it."""
+    _, portable, _ = trained
+    outer = _outer(checkpoint.encode(portable, {}))
+    outer["metadata"] = metadata_text
+    data = _resealed(outer)
+    for read in (checkpoint.verify, checkpoint.read_metadata, lambda d: checkpoint.decode(d, portable)):
+        with pytest.raises(CheckpointError) as excinfo:
+            read(data)
+        assert str(excinfo.value) == message
+
+
+@pytest.mark.parametrize(
+    "version,message",
+    [
+        ("1", "checkpoint is damaged: its format version is '1', not a whole number"),
+        (True, "checkpoint is damaged: its format version is True, not a whole number"),
+        (1.0, "checkpoint is damaged: its format version is 1.0, not a whole number"),
+        (0, "checkpoint is damaged: format version 0 does not exist (versions start at 1)"),
+        (2, "checkpoint format version 2 is newer than this rltui understands (1); upgrade rltui"),
+    ],
+    ids=["string", "bool", "float", "zero", "newer"],
+)
+def test_format_version_is_checked_by_type_then_value(trained, version, message):
+    _, portable, _ = trained
+    outer = _outer(checkpoint.encode(portable, {}))
+    outer["version"] = version
+    with pytest.raises(CheckpointError) as excinfo:
+        checkpoint.read_metadata(_pack(outer))
+    assert str(excinfo.value) == message
+
+
+def test_checkpoint_with_nan_params_is_detected_and_not_restored(trained):
+    from flax import serialization
+
+    _, portable, _ = trained
+    data = checkpoint.encode(portable, {})
+    assert checkpoint.params_are_finite(data)
+    outer = _outer(data)
+    state = serialization.msgpack_restore(outer["state"])
+    kernel = state["params"]["params"]
+    first = next(iter(kernel))
+    layer = kernel[first]
+    layer["kernel"] = np.full_like(layer["kernel"], np.nan)
+    outer["state"] = serialization.msgpack_serialize(state)
+    poisoned = _resealed(outer)
+    assert checkpoint.verify(poisoned) == {}  # intact as a file
+    assert not checkpoint.params_are_finite(poisoned)
+    with pytest.raises(CheckpointError) as excinfo:
+        checkpoint.decode(poisoned, portable)
+    assert str(excinfo.value) == checkpoint.NON_FINITE_MESSAGE

@@ -554,3 +554,186 @@ def test_launch_without_a_terminal_runs_headless(tmp_path, shared_cache):
     assert "LEAKED []" in result.stdout, result.stdout
     assert len(read_jsonl(run_dir / "metrics.jsonl")) == 2
     assert not (run_dir / "control.sock").exists()
+
+
+# --- hostile input: one line, exit 2, nothing written -----------------------------------------
+
+HUGE_INT = "1" + "0" * 400
+HUGE_INT_SHOWN = "1" + "0" * 37 + "..." + "0" * 39 + " (401 digits)"
+LONG_ENV_SHOWN = "'" + "x" * 37 + "..." + "x" * 38 + "' (50,000,000 characters)"
+
+
+def _hostile_files(cwd: Path) -> None:
+    (cwd / "latin1.toml").write_bytes(b'lr = 3e-4\nenv = "\xff\xfe"\n')
+    (cwd / "deep.toml").write_text("hidden_sizes = " + "[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    (cwd / "big.toml").write_text(f"lr = {HUGE_INT}\n", encoding="utf-8")
+    (cwd / "env.toml").write_text('env = "' + "x" * 50_000_000 + '"\n', encoding="utf-8")
+
+
+HOSTILE_LAUNCHES = [
+    pytest.param(["--config", "latin1.toml"],
+                 "--config: latin1.toml is not UTF-8 text (byte 0xff at offset 17); TOML files are UTF-8", id="not-utf8"),
+    pytest.param(["--config", "deep.toml"],
+                 "--config: deep.toml is not readable as TOML: arrays are nested too deeply to read", id="nested-100k"),
+    pytest.param(["--config", "big.toml"],
+                 f"--config: big.toml: lr: expected a number > 0, got {HUGE_INT_SHOWN}, which is not a finite number",
+                 id="huge-int-lr-toml"),
+    pytest.param(["--set", f"lr={HUGE_INT}"],
+                 f"lr: expected a number > 0, got {HUGE_INT_SHOWN}, which is not a finite number", id="huge-int-lr-set"),
+    pytest.param(["--set", "seed=1e30"], "seed: expected an integer in [0, 4294967295], got 1e+30", id="seed-1e30"),
+    pytest.param(["--set", "num_envs=2147483648"], "num_envs: expected an integer in [1, 2147483647], got 2147483648",
+                 id="num-envs-beyond-int32"),
+    pytest.param(["--config", "env.toml"],
+                 f"--config: env.toml: env: unknown environment {LONG_ENV_SHOWN}; run `rltui envs` to list the supported ones",
+                 id="env-50MB"),
+    pytest.param(["--name", "exp/one"],
+                 "--name: expected a name without '/' (one directory under runs/; --run-dir takes a path), got 'exp/one'",
+                 id="name-with-slash"),
+    pytest.param(["--name", "a/../../escape"],
+                 "--name: expected a name without '/' (one directory under runs/; --run-dir takes a path), "
+                 "got 'a/../../escape'", id="name-escaping-runs"),
+    pytest.param(["--name", ".."], "--name: expected a directory name, got '..'", id="name-dotdot"),
+    pytest.param(["--name", ""], "--name: expected a directory name, got ''", id="name-empty"),
+]
+
+
+@pytest.mark.parametrize("args,message", HOSTILE_LAUNCHES)
+def test_hostile_launch_input_is_one_line_exit_2(tmp_path, args, message):
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    _hostile_files(cwd)
+    before = sorted(tmp_path.rglob("*"))
+    result = rltui(["launch", "--no-ui", *args], cwd)
+    assert (result.returncode, result.stderr) == (2, f"rltui: error: {message}\n")
+    assert sorted(tmp_path.rglob("*")) == before  # no runs/, nothing beside it
+
+
+def test_eval_seed_beyond_a_prng_key_is_one_line_exit_2(tmp_path):
+    result = rltui(["eval", "missing.msgpack", "--seed", "99999999999999999999999"], tmp_path)
+    assert (result.returncode, result.stderr) == (
+        2, "rltui: error: --seed: expected an integer in [0, 4294967295], got 99999999999999999999999\n"
+    )
+
+
+# --- crafted checkpoints: info, eval and resume --------------------------------------------
+
+CKPT = "checkpoint-000000016.msgpack"
+
+
+def _craft(tiny_run, cwd: Path, edit) -> Path:
+    """A copy of the tiny run whose checkpoint `edit(outer, metadata)` changed; both checksums
+    recomputed unless `edit` returns False (a file edited by hand)."""
+    import hashlib
+    import shutil
+
+    import msgpack
+
+    from trainers import checkpoint
+
+    _, run_dir, result, _ = tiny_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    copy = cwd / "run"
+    shutil.copytree(run_dir, copy)
+    path = copy / "checkpoints" / CKPT
+    outer = msgpack.unpackb(path.read_bytes(), raw=False)
+    metadata = json.loads(outer["metadata"])
+    if edit(outer, metadata) is not False:
+        outer["sha256"] = hashlib.sha256(outer["state"]).hexdigest()
+        outer["sha256_all"] = checkpoint.content_digest(outer["version"], outer["metadata"], outer["sha256"])
+    path.write_bytes(msgpack.packb(outer, use_bin_type=True))
+    return path
+
+
+def _set_metadata(**changes):
+    def edit(outer, metadata):
+        metadata.update(changes)
+        outer["metadata"] = json.dumps(metadata, sort_keys=True)
+    return edit
+
+
+def _metadata_text(text):
+    return lambda outer, metadata: outer.update(metadata=text)
+
+
+def _tamper_update(outer, metadata):
+    metadata["update"] = 999
+    outer["metadata"] = json.dumps(metadata, sort_keys=True)
+    return False
+
+
+def _string_version(outer, metadata):
+    outer["version"] = "1"
+    return False
+
+
+def _nan_params(outer, metadata):
+    import numpy as np
+    from flax import serialization
+
+    state = serialization.msgpack_restore(outer["state"])
+    stack = [state["params"]]
+    while stack:
+        node = stack.pop()
+        for key, value in node.items():
+            if isinstance(value, dict):
+                stack.append(value)
+            else:
+                node[key] = np.full_like(value, np.nan)
+    outer["state"] = serialization.msgpack_serialize(state)
+
+
+CRAFTED = [
+    pytest.param(_metadata_text("[1,2]"), "checkpoint metadata is damaged: expected a table of fields, got [1, 2]",
+                 id="metadata-list"),
+    pytest.param(_set_metadata(config="x"),
+                 "checkpoint metadata is damaged: config should be a table of configuration keys, got 'x'",
+                 id="config-string"),
+    pytest.param(_set_metadata(update="abc"),
+                 "checkpoint metadata is damaged: update should be an integer >= 0, got 'abc'", id="update-string"),
+    pytest.param(_tamper_update, "checkpoint is corrupted or edited (checksum mismatch in its metadata)",
+                 id="update-edited"),
+    pytest.param(_string_version, "checkpoint is damaged: its format version is '1', not a whole number",
+                 id="version-string"),
+]
+
+
+@pytest.mark.parametrize("edit,problem", CRAFTED)
+def test_crafted_checkpoint_is_one_line_exit_2_everywhere(tmp_path, tiny_run, edit, problem):
+    path = _craft(tiny_run, tmp_path, edit)
+    files = {p: p.read_bytes() for p in path.parents[1].rglob("*") if p.is_file()}
+    for args, flag in ((["info", path], "checkpoint"), (["eval", path, "--episodes", "2"], "checkpoint"),
+                       (["launch", "--no-ui", "--resume", path, "--set", "total_timesteps=8192"], "--resume")):
+        result = rltui([str(a) for a in args], tmp_path, timeout=120)
+        assert (result.returncode, result.stderr) == (2, f"rltui: error: {flag}: {CKPT}: {problem}\n"), args
+        assert result.stdout == ""
+    assert {p: p.read_bytes() for p in path.parents[1].rglob("*") if p.is_file()} == files
+
+
+def test_checkpoint_with_nan_params_is_reported_and_refused(tmp_path, tiny_run):
+    path = _craft(tiny_run, tmp_path, _nan_params)
+    files = {p: p.read_bytes() for p in path.parents[1].rglob("*") if p.is_file()}
+    info = rltui(["info", str(path)], tmp_path, timeout=120)
+    assert info.returncode == 0, info.stderr
+    assert "parameters   contain NaN/inf (cannot be evaluated or resumed)" in info.stdout.splitlines()
+    problem = "checkpoint parameters contain NaN/inf: the run had diverged when it was saved; use an earlier checkpoint"
+    evaluated = rltui(["eval", str(path), "--episodes", "2"], tmp_path, timeout=120)
+    assert (evaluated.returncode, evaluated.stderr, evaluated.stdout) == (2, f"rltui: error: {problem}\n", "")
+    resumed = rltui(["launch", "--no-ui", "--resume", str(path), "--set", "total_timesteps=8192"], tmp_path, timeout=300)
+    assert (resumed.returncode, resumed.stderr) == (2, f"rltui: error: --resume: {problem}\n")
+    assert {p: p.read_bytes() for p in path.parents[1].rglob("*") if p.is_file()} == files
+
+
+def test_info_says_whether_the_checksum_covers_the_metadata(tmp_path, tiny_run):
+    _, run_dir, _, _ = tiny_run
+    current = rltui(["info", str(run_dir)], tmp_path, timeout=120)
+    assert current.returncode == 0, current.stderr
+    assert "checksum     ok" in current.stdout.splitlines()
+    assert "parameters   finite" in current.stdout.splitlines()
+    # written before the checksum covered the metadata: loads, and says what is covered
+    path = _craft(tiny_run, tmp_path, lambda outer, metadata: outer.pop("sha256_all") and False)
+    older = rltui(["info", str(path)], tmp_path, timeout=120)
+    assert older.returncode == 0, older.stderr
+    assert "checksum     ok, covers the state only (older format)" in older.stdout.splitlines()
+    evaluated = rltui(["eval", str(path), "--episodes", "2"], tmp_path, timeout=300)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert "update 16, 2 episodes" in evaluated.stdout

@@ -5,23 +5,28 @@ once (they are identical on every device), environment states, observations and 
 networks) hidden states merged along a global env axis. A file is one msgpack map:
 
     {"format": "rltui-checkpoint", "version": 1, "metadata": <JSON text>,
-     "sha256": <hex digest of state>, "state": <flax msgpack bytes>}
+     "sha256": <hex digest of state>, "sha256_all": <hex digest of everything>,
+     "state": <flax msgpack bytes>}
 
-so `rltui info` can read the metadata without touching the arrays, and corruption inside
-the arrays is caught by the digest.
+so `rltui info` can read the metadata without touching the arrays. "sha256" covers the
+state; "sha256_all" (see `content_digest`) covers the format, version, metadata and state
+together, so an edited `update` or `hparams` is caught as well as damaged arrays. Files
+without "sha256_all" (written by an older rltui) still load; only their state is covered.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+import math
+from typing import Any, Callable, NamedTuple
 
 import jax
 import msgpack
 import numpy as np
 from flax import serialization
 
+from trainers.hparams import quote, shorten
 from trainers.types import TrainState
 
 FORMAT = "rltui-checkpoint"
@@ -84,16 +89,30 @@ def _map_fields(state: TrainState, *, replicated, per_env) -> TrainState:
 
 def encode(portable: TrainState, metadata: dict[str, Any]) -> bytes:
     state_bytes = serialization.msgpack_serialize(serialization.to_state_dict(portable))
+    metadata_text = json.dumps(metadata, sort_keys=True)
+    state_digest = hashlib.sha256(state_bytes).hexdigest()
     return msgpack.packb(
         {
             "format": FORMAT,
             "version": VERSION,
-            "metadata": json.dumps(metadata, sort_keys=True),
-            "sha256": hashlib.sha256(state_bytes).hexdigest(),
+            "metadata": metadata_text,
+            "sha256": state_digest,
+            "sha256_all": content_digest(VERSION, metadata_text, state_digest),
             "state": state_bytes,
         },
         use_bin_type=True,
     )
+
+
+def content_digest(version: int, metadata_text: str, state_digest: str) -> str:
+    """SHA-256 over the format, version, metadata text and state digest, each prefixed by
+    its length so that no two different files hash the same parts."""
+    digest = hashlib.sha256()
+    for part in (FORMAT, str(version), metadata_text, state_digest):
+        raw = part.encode("utf-8", "surrogatepass")
+        digest.update(len(raw).to_bytes(8, "little"))
+        digest.update(raw)
+    return digest.hexdigest()
 
 
 def _unpack(data: bytes) -> dict[str, Any]:
@@ -104,36 +123,100 @@ def _unpack(data: bytes) -> dict[str, Any]:
     if not isinstance(outer, dict) or outer.get("format") != FORMAT:
         raise CheckpointError("not an rltui checkpoint")
     version = outer.get("version")
-    if not isinstance(version, int) or version > VERSION:
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise CheckpointError(f"checkpoint is damaged: its format version is {quote(version)}, not a whole number")
+    if version > VERSION:
         raise CheckpointError(
             f"checkpoint format version {version} is newer than this rltui understands ({VERSION}); upgrade rltui"
         )
+    if version < 1:
+        raise CheckpointError(f"checkpoint is damaged: format version {version} does not exist (versions start at 1)")
     for field, kind in (("metadata", str), ("sha256", str), ("state", bytes)):
         if not isinstance(outer.get(field), kind):
             raise CheckpointError(f"checkpoint is missing its {field}")
+    if "sha256_all" in outer and not isinstance(outer["sha256_all"], str):
+        raise CheckpointError("checkpoint is damaged: its checksum sha256_all is not text")
     return outer
 
 
-def verify(data: bytes) -> dict[str, Any]:
-    """Check format, version and the state's checksum without restoring arrays; return the
-    metadata. Raises CheckpointError."""
+class Verified(NamedTuple):
+    """A checkpoint whose checksums match: its metadata, and whether the checksum covers the
+    metadata too (False for a file written by an older rltui, whose checksum covers the state)."""
+
+    metadata: dict[str, Any]
+    covers_metadata: bool
+
+
+def check(data: bytes) -> Verified:
+    """Check format, version, checksums and the metadata's fields without restoring arrays.
+    Raises CheckpointError."""
     outer = _unpack(data)
-    if hashlib.sha256(outer["state"]).hexdigest() != outer["sha256"]:
+    state_digest = hashlib.sha256(outer["state"]).hexdigest()
+    if state_digest != outer["sha256"]:
         raise CheckpointError("checkpoint is corrupted (checksum mismatch)")
-    return read_metadata(data)
+    covers_metadata = "sha256_all" in outer
+    if covers_metadata and content_digest(outer["version"], outer["metadata"], state_digest) != outer["sha256_all"]:
+        raise CheckpointError("checkpoint is corrupted or edited (checksum mismatch in its metadata)")
+    return Verified(_parse_metadata(outer["metadata"]), covers_metadata)
+
+
+def verify(data: bytes) -> dict[str, Any]:
+    """`check`'s metadata: format, version and checksums verified. Raises CheckpointError."""
+    return check(data).metadata
 
 
 def read_metadata(data: bytes) -> dict[str, Any]:
-    outer = _unpack(data)
+    """The metadata, its fields checked, without verifying checksums."""
+    return _parse_metadata(_unpack(data)["metadata"])
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# The metadata fields rltui reads, each with the test its value passes and what that means.
+# A field may be absent (callers fall back to a default); one that is present has its type,
+# so every reader can use it without checking again.
+METADATA_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "trainer": (lambda v: isinstance(v, str), "text"),
+    "config": (lambda v: isinstance(v, dict), "a table of configuration keys"),
+    "static": (lambda v: isinstance(v, dict), "a table"),
+    "hparams": (lambda v: isinstance(v, dict) and all(map(_is_number, v.values())),
+                "a table of hyperparameter numbers"),
+    "update": (_is_count, "an integer >= 0"),
+    "env_steps": (_is_count, "an integer >= 0"),
+    "elapsed": (lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0"),
+    "edits": (lambda v: isinstance(v, list) and all(isinstance(e, dict) for e in v), "a list of tables"),
+    "reason": (lambda v: isinstance(v, str), "text"),
+    "created": (lambda v: isinstance(v, str), "text"),
+    "versions": (lambda v: isinstance(v, dict), "a table"),
+    "device_kind": (lambda v: isinstance(v, str), "text"),
+    "device_count": (_is_count, "an integer >= 0"),
+}
+
+
+def _parse_metadata(text: str) -> dict[str, Any]:
     try:
-        return json.loads(outer["metadata"])
-    except ValueError:
-        raise CheckpointError("checkpoint metadata is corrupted") from None
+        metadata = json.loads(text)
+    except (ValueError, RecursionError):
+        raise CheckpointError("checkpoint metadata is corrupted (not readable JSON)") from None
+    if not isinstance(metadata, dict):
+        raise CheckpointError(f"checkpoint metadata is damaged: expected a table of fields, got {quote(metadata)}")
+    for name, (ok, allowed) in METADATA_FIELDS.items():
+        if name in metadata and not ok(metadata[name]):
+            raise CheckpointError(
+                f"checkpoint metadata is damaged: {name} should be {allowed}, got {quote(metadata[name])}"
+            )
+    return metadata
 
 
 def decode(data: bytes, template: TrainState) -> tuple[TrainState, dict[str, Any]]:
     """Restore into the structure of `template` (a portable state of the same trainer);
-    shapes and dtypes must match exactly."""
+    shapes and dtypes must match exactly, and the parameters must be finite."""
     outer = _unpack(data)
     metadata = verify(data)
     try:
@@ -144,9 +227,45 @@ def decode(data: bytes, template: TrainState) -> tuple[TrainState, dict[str, Any
                 state_dict.setdefault(field, None)
         restored = serialization.from_state_dict(template, state_dict)
     except Exception as err:
-        raise CheckpointError(f"checkpoint does not fit this trainer: {err}") from None
+        # the error can name keys read from the file
+        raise CheckpointError(f"checkpoint does not fit this trainer: {shorten(str(err), 300)}") from None
     _check_shapes(template, restored)
+    if not is_finite(restored):
+        raise CheckpointError(NON_FINITE_MESSAGE)
     return restored, metadata
+
+
+NON_FINITE_MESSAGE = (
+    "checkpoint parameters contain NaN/inf: the run had diverged when it was saved; use an earlier checkpoint"
+)
+
+
+def params_are_finite(data: bytes) -> bool:
+    """True when every float in the checkpoint's params and optimizer state is finite; reads
+    the arrays without a template (any trainer). Raises CheckpointError if unreadable."""
+    outer = _unpack(data)
+    try:
+        state = serialization.msgpack_restore(outer["state"])
+    except Exception:  # msgpack raises several types for damaged input
+        raise CheckpointError("not a readable checkpoint: its state is damaged") from None
+    if not isinstance(state, dict):
+        raise CheckpointError("not a readable checkpoint: its state is not a table of arrays")
+    return all(_finite_leaves(state.get(name)) for name in ("params", "opt_state"))
+
+
+def _finite_leaves(node: Any) -> bool:
+    stack = [node]
+    while stack:  # iterative: a state's nesting comes from the file
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+        elif isinstance(node, (float, np.ndarray)):
+            array = np.asarray(node)
+            if np.issubdtype(array.dtype, np.inexact) and not np.all(np.isfinite(array)):
+                return False
+    return True
 
 
 def _check_shapes(template: TrainState, restored: TrainState) -> None:
