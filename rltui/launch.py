@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 from rltui.config import ConfigError, RunConfig, build_config, check_devices, load_toml, parse_overrides, resume_config
 from rltui.ui import can_show_dashboard
@@ -18,7 +18,13 @@ class LaunchError(Exception):
     """Bad input found before training starts: one line for the user, exit code 2."""
 
 
-def _config_and_resume(args) -> tuple[RunConfig, tuple[Path, bytes, dict] | None]:
+class VerifiedCheckpoint(NamedTuple):
+    path: Path
+    data: bytes
+    metadata: dict
+
+
+def _config_and_resume(args) -> tuple[RunConfig, VerifiedCheckpoint | None]:
     file_values = load_toml(args.config) if args.config else {}
     overrides = parse_overrides(args.overrides)
     if not args.resume:
@@ -36,10 +42,10 @@ def _config_and_resume(args) -> tuple[RunConfig, tuple[Path, bytes, dict] | None
             f"which {config.total_timesteps:,}{rounded} does not go beyond; set a larger one to train on, "
             f"e.g. --set total_timesteps={2 * done * config.steps_per_update}"
         )
-    return config, (path, data, metadata)
+    return config, VerifiedCheckpoint(path, data, metadata)
 
 
-def load_verified_checkpoint(path: Path, flag: str) -> tuple[Path, bytes, dict]:
+def load_verified_checkpoint(path: Path, flag: str) -> VerifiedCheckpoint:
     """Read and verify (format, version, checksum) a checkpoint file, or the newest valid
     checkpoint of a run directory, skipping damaged ones with a warning."""
     from rltui.session.checkpoints import CheckpointStore, resolve_checkpoint
@@ -62,19 +68,81 @@ def load_verified_checkpoint(path: Path, flag: str) -> tuple[Path, bytes, dict]:
             continue
         for problem in problems:
             print(f"rltui: warning: skipped damaged checkpoint {problem}", file=sys.stderr)
-        return candidate, data, metadata
+        return VerifiedCheckpoint(candidate, data, metadata)
     raise LaunchError(f"{flag}: {'; '.join(problems)}")
 
 
-def _resume_run_dir(checkpoint_path: Path) -> Path:
+class ResumeTarget(NamedTuple):
+    run_dir: Path  # where the resumed run writes
+    new: bool  # a directory of its own (--run-dir elsewhere), not the checkpoint's run
+
+
+def _resume_target(args, checkpoint_path: Path) -> ResumeTarget:
+    """Where a resume writes: the checkpoint's run directory, or --run-dir when it names
+    another. A checkpoint that a branch set aside is not part of its run's history any
+    more, so it may only go on in a directory of its own."""
+    from rltui.session.checkpoints import CHECKPOINT_DIR, DISCARDED_DIR
+
     parent = checkpoint_path.parent
-    return parent.parent if parent.name == "checkpoints" else parent
+    discarded = parent.parent.name == DISCARDED_DIR and parent.parent.parent.name == CHECKPOINT_DIR
+    if discarded:
+        own = parent.parent.parent.parent
+    else:
+        own = parent.parent if parent.name == CHECKPOINT_DIR else parent
+    if args.run_dir and Path(args.run_dir).resolve() != own.resolve():
+        return ResumeTarget(Path(args.run_dir), new=True)
+    if discarded:
+        raise LaunchError(
+            f"--resume: {checkpoint_path} was set aside when a resume of {own} branched from an earlier "
+            "checkpoint, so it is no longer that run's history; resume it into a new directory with --run-dir DIR"
+        )
+    return ResumeTarget(own, new=False)
+
+
+def _check_checkpoint_fits(config: RunConfig, data: bytes) -> None:
+    """LaunchError unless the checkpoint's arrays have exactly the shapes that `config`'s
+    trainer holds, found from shapes alone (nothing is initialised or compiled), so that a
+    checkpoint of another network is refused before anything is written."""
+    import jax
+    import numpy as np
+
+    from trainers import checkpoint
+    from trainers.parallel import build
+
+    parallel = build(config.static_config(), jax.local_devices()[:1])
+    shapes = jax.eval_shape(parallel.init, parallel.seed_keys(config.seed), config.dynamic_hparams())
+    template = checkpoint.to_portable(jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes))
+    try:
+        checkpoint.decode(data, template)
+    except checkpoint.CheckpointError as err:
+        raise LaunchError(f"--resume: {err}") from None
+
+
+def _presumed_run_dir(args) -> Path | None:
+    """The directory this launch will write to, as far as the arguments alone say."""
+    if args.run_dir:
+        return Path(args.run_dir)
+    if not args.resume:
+        return None
+    path = Path(args.resume)
+    if path.is_dir():
+        return path.parent if path.name == "checkpoints" else path
+    try:
+        return _resume_target(args, path).run_dir
+    except LaunchError:
+        return None
 
 
 def launch(args, spec=None) -> int:
     """`spec`: a `multiprocess.DistributedSpec` when this is one process of a multi-process run."""
+    from rltui.rundir import check_not_in_use
+
+    writer = spec is None or spec.writer
     try:
+        if writer and (presumed := _presumed_run_dir(args)) is not None:
+            check_not_in_use(presumed)  # a directory in use is refused at once, before any import of JAX
         config, resume = _config_and_resume(args)
+        target = _resume_target(args, resume.path) if resume is not None and writer else None
     except (ConfigError, LaunchError) as err:
         return _error(str(err))
 
@@ -104,35 +172,51 @@ def launch(args, spec=None) -> int:
         from rltui import multiprocess
 
         multiprocess.initialize(spec)  # before any other JAX use
-    runtime.start_backend(runtime.resolve_cpu_threads(config, multi_process=spec is not None))
+    from trainers.envs import is_builtin
+
+    # An env from outside gymnax's list has no known observation size to size the pool by.
+    builtin = is_builtin(config.env)
+    runtime.start_backend(
+        runtime.resolve_cpu_threads(config, multi_process=spec is not None) if builtin else config.cpu_threads
+    )
     try:
         devices = multiprocess.select_devices(config.devices) if spec else runtime.select_devices(config.devices)
         check_devices(config, len(devices))
+        if not builtin:  # import it, check its interface and trace it, before anything is written or compiled
+            from rltui.check_env import preflight
+
+            preflight(config.static_config().env_id, config.network)
     except (ConfigError, ValueError) as err:
         return _error(str(err))
     if spec is not None and not spec.writer:
         return _run_peer(config, devices, spec)
 
-    from rltui.rundir import prepare_run_dir, write_config
+    from rltui.rundir import lock_run_dir, prepare_run_dir, write_config
 
+    branch = None
     try:
         if resume is not None:
-            path, _, metadata = resume
-            run_dir = _resume_run_dir(path)
-            if args.run_dir and Path(args.run_dir).resolve() != run_dir.resolve():
-                run_dir = prepare_run_dir(config, args.run_dir)  # a new directory, as for a new run
-            write_config(run_dir, config)
+            _check_checkpoint_fits(config, resume.data)
+            if target.new:
+                run_dir = prepare_run_dir(config, target.run_dir)  # as for a new run
+            else:
+                run_dir = target.run_dir
+                lock_run_dir(run_dir)  # before anything is written there
+                branch = _branch(run_dir, resume)
+                write_config(run_dir, config)
             from rltui.session.recorder import truncate_metrics
 
-            truncate_metrics(run_dir, int(metadata["update"]))
+            truncate_metrics(run_dir, int(resume.metadata["update"]))
         else:
             run_dir = prepare_run_dir(config, args.run_dir, name=args.name)
             if args.name and not args.run_dir and run_dir.name != args.name:
                 print(f"rltui: {run_dir.with_name(args.name)} already exists; this run writes to {run_dir}",
                       file=sys.stderr)
-    except (ConfigError, OSError) as err:
+    except (ConfigError, LaunchError, OSError) as err:
         return _error(str(err))
-    session, recorder = build_session(config, devices, run_dir, resume[1] if resume else None, spec)
+    session, recorder = build_session(config, devices, run_dir, resume.data if resume else None, spec)
+    if branch is not None:
+        recorder.on_event(branch)
     server = start_control_server(session, run_dir, config)
     try:
         if headless:
@@ -159,6 +243,40 @@ def launch(args, spec=None) -> int:
         if server is not None:
             server.close()  # after the session's last state, so attached clients see it
         recorder.close()
+
+
+def _branch(run_dir: Path, resume: VerifiedCheckpoint):
+    """Resuming from a checkpoint older than the run's latest starts a new history from it:
+    the run's checkpoints after it move aside (before the metrics after it do, so that a
+    crash in between still leaves checkpoints and metrics that agree), and `--resume RUN_DIR`
+    and `rltui info RUN_DIR` then mean the latest of the history that goes on. Returns the
+    event that says what moved, or None if nothing did."""
+    from rltui.session.checkpoints import CheckpointStore
+    from rltui.session.events import SessionEvent
+    from rltui.session.recorder import DISCARDED
+
+    update = int(resume.metadata["update"])
+    store = CheckpointStore.for_run(run_dir)
+    try:
+        moved = store.set_aside_after(update)
+    except OSError as err:
+        raise LaunchError(
+            f"--resume: cannot set aside the checkpoints after update {update} in {store.directory}: "
+            f"{err.strerror or err}"
+        ) from None
+    if moved is None:
+        return None
+    names = ", ".join(str(u) for u in moved.updates)
+    noun = "checkpoint" if len(moved.updates) == 1 else "checkpoints"
+    message = (
+        f"branched at update {update}: {noun} {names} moved to {moved.folder.relative_to(run_dir)}/, "
+        f"and the metrics after update {update} to {DISCARDED}"
+    )
+    print(f"rltui: {run_dir}: {message}", file=sys.stderr)
+    return SessionEvent(
+        "branched", update, message, _elapsed(resume.metadata),
+        {"checkpoints": list(moved.updates), "moved_to": str(moved.folder), "metrics_moved_to": DISCARDED},
+    )
 
 
 def _run_peer(config: RunConfig, devices: list, spec) -> int:
@@ -222,3 +340,10 @@ def _error(message: str) -> int:
     return EXIT_USAGE
 
 
+
+
+def _elapsed(metadata: dict) -> float:
+    try:
+        return float(metadata.get("elapsed", 0.0))
+    except (TypeError, ValueError):
+        return 0.0

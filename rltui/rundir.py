@@ -1,9 +1,17 @@
-"""The run directory: runs/<name>/ with config.toml, metrics.jsonl, events.jsonl."""
+"""The run directory: runs/<name>/ with config.toml, metrics.jsonl, events.jsonl.
+
+A run directory has one writer at a time: the process that trains into it holds an
+exclusive `flock` on RUN_DIR/rltui.lock for the rest of its life. The operating system
+releases it when the process ends, however it ends (kill -9 included), so a stale lock
+never has to be cleaned up, and a second launch or resume into a directory whose run is
+alive is refused before it writes anything there."""
 
 from __future__ import annotations
 
 import datetime
+import fcntl
 import os
+import sys
 from pathlib import Path
 
 from rltui.config import ConfigError, RunConfig, dump_toml
@@ -19,21 +27,108 @@ def prepare_run_dir(config: RunConfig, run_dir: str | None, runs_root: str = "ru
     if run_dir:
         path = Path(run_dir)
         flag = "--run-dir"
+        check_not_in_use(path)
+        if (path / "metrics.jsonl").exists():
+            raise ConfigError(f"{flag}: {path} already holds a run; choose another directory")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ConfigError(f"{flag}: cannot create {path}: {err.strerror or err}") from None
     else:
-        base = Path(runs_root) / (name or default_run_name(config))
-        path, n = base, 1
-        while path.exists():
-            n += 1
-            path = base.with_name(f"{base.name}-{n}")
         flag = "--name" if name else "run directory"
-    if (path / "metrics.jsonl").exists():
+        path = _claim_new_dir(Path(runs_root) / (name or default_run_name(config)), flag)
+    lock_run_dir(path)
+    if (path / "metrics.jsonl").exists():  # another launch got there between the check and the lock
         raise ConfigError(f"{flag}: {path} already holds a run; choose another directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ConfigError(f"{flag}: cannot create {path}: {err.strerror or err}") from None
     write_config(path, config, flag)
     return path
+
+
+def _claim_new_dir(base: Path, flag: str) -> Path:
+    """`base`, or `base-2`, `base-3`...: the first that this process creates itself, so two
+    launches with the same name at the same moment never share a directory."""
+    try:
+        base.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"{flag}: cannot create {base.parent}: {err.strerror or err}") from None
+    path, n = base, 1
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            n += 1
+            path = base.with_name(f"{base.name}-{n}")
+        except OSError as err:
+            raise ConfigError(f"{flag}: cannot create {path}: {err.strerror or err}") from None
+
+
+LOCK_NAME = "rltui.lock"
+# Run directory (resolved) -> the open lock file. Open for the process's life: closing the
+# descriptor would release the lock while the run's files may still be written.
+_held: dict[Path, int] = {}
+
+
+def _in_use_message(path: Path, fd: int) -> str:
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        text = ""
+    who = f"a running rltui (pid {text})" if text.isdigit() else "a running rltui"
+    return (
+        f"{path} is in use by {who}; wait for it to end or stop it (rltui attach {path}, then k), "
+        "or give this run another directory"
+    )
+
+
+def lock_run_dir(path: Path) -> None:
+    """Make this process the run directory's one writer for the rest of its life, before it
+    writes anything else there; ConfigError (one line) if a live process already is. A
+    filesystem without locks gets a warning, and the run goes on unguarded."""
+    key = Path(os.path.abspath(path))
+    if key in _held:
+        return
+    try:
+        fd = os.open(key / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as err:
+        raise ConfigError(f"cannot write to {path}: {err.strerror or err}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        message = _in_use_message(path, fd)
+        os.close(fd)
+        raise ConfigError(message) from None
+    except OSError as err:
+        print(
+            f"rltui: warning: cannot lock {path} ({err.strerror or err}); nothing stops a second rltui "
+            "from writing to it while this run does",
+            file=sys.stderr,
+        )
+    _held[key] = fd
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    except OSError:
+        pass  # the pid is for the message of a refused second writer only
+
+
+def check_not_in_use(path: Path) -> None:
+    """ConfigError if a live process holds the directory's lock; writes nothing."""
+    key = Path(os.path.abspath(path))
+    if key in _held:
+        return
+    try:
+        fd = os.open(key / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return  # no lock file: no rltui has written there, or none that locks
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise ConfigError(_in_use_message(path, fd)) from None
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def write_config(path: Path, config: RunConfig, flag: str = "run directory") -> None:
@@ -44,3 +139,32 @@ def write_config(path: Path, config: RunConfig, flag: str = "run directory") -> 
         os.replace(tmp, path / "config.toml")
     except OSError as err:
         raise ConfigError(f"{flag}: cannot write to {path}: {err.strerror or err}") from None
+
+
+def discard_unstarted_runs() -> list[Path]:
+    """After a Ctrl+C before training started: remove what rltui wrote into the run
+    directories this process locked that hold no training yet (no metrics record, no
+    checkpoint), and each directory once empty, so that the same --run-dir is free again.
+    Anything else in a directory stays. Returns the directories removed."""
+    removed = []
+    for path in list(_held):
+        checkpoints = path / "checkpoints"
+        try:
+            trained = (path / "metrics.jsonl").stat().st_size > 0
+        except OSError:
+            trained = False
+        if trained or (checkpoints.is_dir() and any(checkpoints.iterdir())):
+            continue
+        for name in ("metrics.jsonl", "events.jsonl", "config.toml", "config.toml.tmp", LOCK_NAME):
+            try:
+                (path / name).unlink(missing_ok=True)
+            except OSError:
+                pass
+        try:
+            if checkpoints.is_dir():
+                checkpoints.rmdir()
+            path.rmdir()
+        except OSError:
+            continue  # something else is there: the directory stays
+        removed.append(path)
+    return removed

@@ -407,17 +407,123 @@ def test_bad_resume_is_one_line_exit_2(tmp_path, cache, run_b, make, needles):
 
 def test_eval_refuses_checkpoint_for_another_network(tmp_path, cache, run_b):
     _, snapshot, _ = run_b
-
-    def other_width(outer):
-        metadata = json.loads(outer["metadata"])
-        metadata["config"]["hidden_sizes"] = [32]
-        outer["metadata"] = json.dumps(metadata, sort_keys=True)
-
     foreign = tmp_path / "foreign.msgpack"
-    rewrite_checkpoint(_ckpt(snapshot), foreign, other_width)
+    rewrite_checkpoint(_ckpt(snapshot), foreign, _other_width)
     result = rltui(["eval", foreign, "--episodes", "4"], tmp_path, cache, timeout=180)
     line = assert_one_line_error(result, "does not fit")
     assert "16" in line and "32" in line, line
+
+
+def _other_width(outer: dict) -> None:
+    """Metadata saying hidden_sizes [32] over arrays of width 16, checksums made to match:
+    a checkpoint of a network other than the one its config describes."""
+    metadata = json.loads(outer["metadata"])
+    metadata["config"]["hidden_sizes"] = [32]
+    outer["metadata"] = json.dumps(metadata, sort_keys=True)
+    if "sha256_all" in outer:
+        from trainers.checkpoint import content_digest
+
+        outer["sha256_all"] = content_digest(outer["version"], outer["metadata"], outer["sha256"])
+
+
+def _foreign(run_dir: Path) -> Path:
+    path = _ckpt(run_dir)
+    rewrite_checkpoint(path, path, _other_width)
+    return path
+
+
+def tree(directory: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(directory)): p.read_bytes() if p.is_file() else None for p in directory.rglob("*")}
+
+
+@pytest.mark.parametrize("target", ["file", "run-dir"])
+def test_resume_refuses_checkpoint_for_another_network_and_writes_nothing(tmp_path, cache, run_b, target):
+    """As `eval` does: one line, exit 2, before anything is written (no run files, no lock)."""
+    _, snapshot, _ = run_b
+    run_dir = tmp_path / "run"
+    shutil.copytree(snapshot, run_dir)
+    path = _foreign(run_dir)
+    if target == "file":  # a lone file: its folder would become the run directory
+        lone = tmp_path / "lone"
+        lone.mkdir()
+        path = Path(shutil.move(path, lone / "foreign.msgpack"))
+        run_dir = lone
+    before = tree(run_dir)
+    result = rltui(["launch", "--no-ui", "--resume", path if target == "file" else run_dir,
+                    "--set", f"total_timesteps={2 * K * STEPS}"], tmp_path, cache, timeout=180)
+    line = assert_one_line_error(result, "--resume", "does not fit")
+    assert "16" in line and "32" in line, line
+    assert tree(run_dir) == before
+
+
+def test_branch_from_an_older_checkpoint_sets_the_later_ones_aside(tmp_path, cache, run_a):
+    """Issue 21, item 4: a resume from an older checkpoint starts a new history. Its run is
+    left as a kill -9 after the branch's first checkpoints leaves it (the old branch's later
+    checkpoints still ahead of the new branch's); `info RUN` and `--resume RUN` must then
+    mean the new branch's latest, with its lr, and metrics, checkpoints and info agree."""
+    run_dir = tmp_path / "S"
+    first = rltui(
+        ["launch", "--no-ui", "--run-dir", run_dir, *TINY, "--set", f"total_timesteps={2 * K * STEPS}",
+         "--set", "checkpoint_every_updates=1", "--set", "chunk_seconds=0.01", "--set", "keep_checkpoints=50"],
+        tmp_path, cache, timeout=300,
+    )
+    assert_ok(first)
+    old = [u for u, _ in checkpoints(run_dir)]
+    # the first chunk is a single update, and every chunk boundary saves
+    assert old[0] == 1 and old[-1] == 2 * K and len(old) >= 3, old
+    branch_end = 3
+    assert branch_end < old[-1]
+    log = tmp_path / "branch.txt"
+    proc = start(
+        ["launch", "--no-ui", "--resume", checkpoints(run_dir)[0][1], "--set", "lr=1e-3",
+         "--set", f"total_timesteps={branch_end * STEPS}"],
+        tmp_path, cache, log,
+    )
+    try:
+        wait_for(lambda: ("finished", branch_end) in [(e["kind"], e["update"]) for e in read_jsonl(run_dir / "events.jsonl")],
+                 proc, "the branch's end", log)
+        proc.send_signal(signal.SIGKILL)  # after its checkpoints are saved, as a crash would
+        proc.wait(timeout=30)
+    finally:
+        stop(proc)
+    assert "Traceback" not in log.read_text()
+    new = [u for u, _ in checkpoints(run_dir)]
+    assert new and new[0] == 1 and new[-1] == branch_end, new
+    aside = run_dir / "checkpoints" / "discarded" / f"after-update-{1:09d}"
+    assert sorted(int(CKPT_NAME.match(p.name).group(1)) for p in aside.iterdir()) == [u for u in old if u > 1]
+    events = read_jsonl(run_dir / "events.jsonl")
+    branched = [e for e in events if e["kind"] == "branched"]
+    assert len(branched) == 1 and branched[0]["update"] == 1, branched
+    assert branched[0]["data"]["checkpoints"] == [u for u in old if u > 1]
+    assert "checkpoints/discarded/after-update-000000001" in branched[0]["message"]
+    assert f"branched at update 1: checkpoints {', '.join(str(u) for u in old if u > 1)} moved" in log.read_text()
+    assert [r["update"] for r in read_jsonl(run_dir / "metrics.discarded.jsonl")] == list(range(2, 2 * K + 1))
+    assert updates(run_dir) == list(range(1, branch_end + 1))
+
+    info = rltui(["info", run_dir], tmp_path, cache, timeout=120)
+    assert_ok(info)
+    fields = info_fields(info.stdout)
+    assert fields["update"] == str(branch_end), info.stdout
+    assert json.loads(fields["hparams"])["lr"] == pytest.approx(1e-3)
+
+    total = branch_end + 2
+    resumed = rltui(["launch", "--no-ui", "--resume", run_dir, "--set", f"total_timesteps={total * STEPS}"],
+                    tmp_path, cache, timeout=300)
+    assert_ok(resumed)
+    assert "branched" not in resumed.stderr  # nothing after the branch's latest to set aside
+    records = read_jsonl(run_dir / "metrics.jsonl")
+    assert [r["update"] for r in records] == list(range(1, total + 1))
+    assert records[0]["lr"] == pytest.approx(2.5e-4, rel=1e-6)
+    assert all(r["lr"] == pytest.approx(1e-3, rel=1e-6) for r in records[1:]), [r["lr"] for r in records]
+    kinds = [(e["kind"], e["update"]) for e in read_jsonl(run_dir / "events.jsonl")]
+    assert kinds.count(("resumed", branch_end)) == 1, kinds
+
+    # A set-aside checkpoint is no longer the run's history: it may go on in a new directory only.
+    stale = aside / f"checkpoint-{2 * K:09d}.msgpack"
+    refused = rltui(["launch", "--no-ui", "--resume", stale, "--set", f"total_timesteps={4 * K * STEPS}"],
+                    tmp_path, cache, timeout=120)
+    assert_one_line_error(refused, "--resume", "--run-dir")
+    assert updates(run_dir) == list(range(1, total + 1))
 
 
 # --- 4. SIGTERM ---------------------------------------------------------------------------
