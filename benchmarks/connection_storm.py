@@ -8,7 +8,7 @@ with the default configuration, served as `rltui launch --no-ui` serves it:
   cancels out of each round's ratio); the ratio storm/quiet is the median over rounds
   (target >= 0.95: no client can slow training). Compile and warm-up are excluded.
   Also reported: the connections served per second, the connects that failed, and the
-  CPU the control server's thread used in the storm windows.
+  CPU the control server's thread used in the storm windows and in the quiet ones.
 
     python benchmarks/connection_storm.py [--loops 10] [--seconds 5] [--repeats 3]
 
@@ -131,7 +131,8 @@ def main() -> None:
     progress = ProgressListener(Console(file=io.StringIO()), config.total_updates * config.steps_per_update)
     session.add_listener(progress)  # what `--no-ui` attaches
     session.add_listener(clock)
-    quiet, storm, ratios, rates, failures, server_cpu = [], [], [], [], [], []
+    quiet, storm, ratios, rates, failures, server_cpu, quiet_cpu = [], [], [], [], [], [], []
+    noise = []  # the second quiet window of a round over the first: how far load alone moves a figure
     with progress, tempfile.TemporaryDirectory(prefix="storm") as run_dir:
         server = ControlServer(session, Path(run_dir), config=config.to_toml_dict())
         path = str(server.start())
@@ -144,9 +145,12 @@ def main() -> None:
         time.sleep(args.warmup)
 
         def quiet_window() -> None:
-            start = time.monotonic() + args.settle
-            time.sleep(args.settle + args.seconds)
-            quiet.append(clock.sps_between(start, time.monotonic()))
+            time.sleep(args.settle)
+            start, cpu = time.monotonic(), thread_cpu(server._thread)
+            time.sleep(args.seconds)
+            end = time.monotonic()
+            quiet_cpu.append((thread_cpu(server._thread) - cpu) / (end - start))
+            quiet.append(clock.sps_between(start, end))
 
         def storm_window() -> None:
             length = args.settle + args.seconds
@@ -170,6 +174,7 @@ def main() -> None:
             storm_window()
             quiet_window()
             ratios.append(sum(storm[-2:]) / sum(quiet[-2:]))
+            noise.append(quiet[-1] / quiet[-2])
             print(f"  round {round_number + 1}: quiet {quiet[-2]:>9,.0f} {quiet[-1]:>9,.0f} SPS   storm "
                   f"{storm[-2]:>9,.0f} {storm[-1]:>9,.0f} SPS   ratio {ratios[-1]:.3f}   "
                   f"({statistics.mean(rates[-2:]):,.0f} connections/s, {sum(failures[-2:])} failed; server thread "
@@ -183,8 +188,10 @@ def main() -> None:
     print(f"SPS, storm       {fmt(repeat(iter(storm).__next__, len(storm)))}")
     print(f"ratio storm / no clients: median of rounds {statistics.median(ratios):.3f} "
           f"(rounds {', '.join(f'{r:.3f}' for r in ratios)}; target >= 0.95)")
+    print(f"  for scale, quiet/quiet within a round: {', '.join(f'{r:.3f}' for r in noise)}")
     print(f"storm: {statistics.median(rates):,.0f} connections/s served (median), {sum(failures)} failed connects; "
-          f"the server thread used {statistics.median(server_cpu):.1%} of one core (median); "
+          f"the server thread used {statistics.median(server_cpu):.1%} of one core (median; "
+          f"{statistics.median(quiet_cpu):.1%} with no clients); "
           f"load average {os.getloadavg()[0]:.1f} at the end")
 
 

@@ -60,7 +60,7 @@ CPU_BURST = 0.25  # CPU seconds it may use at once before CPU_SHARE applies
 # New connections accepted: all MAX_CLIENTS at once, then this many a second. Beyond it
 # they wait in the listen backlog, and a client that waits for its greeting (as rltui's
 # do) waits without using CPU: a loop of connects cannot keep the machine busy through us.
-ACCEPTS_PER_SECOND = 50.0
+ACCEPTS_PER_SECOND = 20.0
 ACCEPT_BURST = MAX_CLIENTS
 COMMANDS_PER_SECOND = 20.0  # commands passed to the session, all clients together
 COMMAND_BURST = 50  # commands at once before COMMANDS_PER_SECOND applies
