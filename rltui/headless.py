@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.text import Text
 
 from rltui.session import MetricsSnapshot, SessionEvent, SessionListener, SessionState, TrainingSession
+from rltui.ui.format import fmt_duration
 
 EXIT_OK, EXIT_ERROR, EXIT_NONFINITE = 0, 1, 3
 
@@ -37,10 +38,7 @@ def return_text(snapshot: MetricsSnapshot) -> str:
 
 
 def _fmt_eta(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    minutes, secs = divmod(round(seconds), 60)
-    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
+    return fmt_duration(seconds, hours=True)
 
 
 def summary_line(verb: str, updates: int, env_steps: int, latest_return: str) -> str:

@@ -48,7 +48,9 @@ class TrainState:
 
 @struct.dataclass
 class UpdateMetrics:
-    """Scalars describing one update, already reduced over devices, epochs and minibatches."""
+    """Scalars describing one update, already reduced over devices, epochs and minibatches.
+    The fields are `metrics_spec.TRAINER_METRICS`, in order: a metric is declared there (its
+    labels, format, which clients show it) and computed here."""
 
     episode_return: jax.Array  # mean over episodes completed in this update; NaN if none
     episode_length: jax.Array

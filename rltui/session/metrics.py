@@ -10,27 +10,14 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from rltui.session.events import SessionState
-
-# Metrics the trainer reports for each update, in display order.
-TRAINER_METRICS = (
-    "episode_return",
-    "episode_length",
-    "episodes",
-    "policy_loss",
-    "value_loss",
-    "entropy",
-    "approx_kl",
-    "clip_frac",
-    "grad_norm",
-    "lr",
-)
+from trainers.metrics_spec import METRIC_NAMES, METRIC_SPECS, TRAINER_METRICS
 
 
 def _json_value(name: str, value: float) -> float | int | None:
-    """A metric as metrics.jsonl holds it: null where undefined, the episode count as an integer."""
+    """A metric as metrics.jsonl holds it: null where undefined, a count as an integer."""
     if not math.isfinite(value):
         return None
-    return int(value) if name == "episodes" else value
+    return int(value) if METRIC_SPECS[name].integer else value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +72,7 @@ class MetricsSnapshot:
     sps: float
     hparams: Mapping[str, float]
     new_records: tuple[UpdateRecord, ...]
-    history: Mapping[str, tuple[float, ...]]  # recent values per metric, oldest first
+    history: Mapping[str, tuple[float, ...]]  # recent values of every declared metric, oldest first
     history_env_steps: tuple[int, ...]
     # With several seeds: recent episode returns of each seed, aligned with `history`.
     seed_returns: tuple[tuple[float, ...], ...] = ()
@@ -118,7 +105,9 @@ class MetricsStore:
     def __init__(self, capacity: int = 4096):
         self._lock = threading.Lock()
         self._steps: collections.deque[int] = collections.deque(maxlen=capacity)
-        self._series = {name: collections.deque(maxlen=capacity) for name in (*TRAINER_METRICS, "sps")}
+        # Every declared metric: the trainer's from each record's values, the session's own
+        # (sps) from the record's field of that name.
+        self._series = {name: collections.deque(maxlen=capacity) for name in METRIC_NAMES}
         self._capacity = capacity
         self._seed_returns: list[collections.deque[float]] = []
 
@@ -127,7 +116,8 @@ class MetricsStore:
             for record in records:
                 self._steps.append(record.env_steps)
                 for name, series in self._series.items():
-                    series.append(record.sps if name == "sps" else float(record.get(name)))
+                    own = METRIC_SPECS[name].source == "session"
+                    series.append(getattr(record, name) if own else float(record.get(name)))
                 returns = record.per_seed.get("episode_return", ())
                 while len(self._seed_returns) < len(returns):
                     self._seed_returns.append(collections.deque(maxlen=self._capacity))

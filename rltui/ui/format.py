@@ -1,8 +1,12 @@
-"""Compact number and time formats for narrow panels."""
+"""Compact number and time formats, and series thinned to a panel's width. Plain Python
+and NumPy: the headless display (which never imports textual) uses it too."""
 
 from __future__ import annotations
 
 import math
+from typing import Sequence
+
+import numpy as np
 
 
 def fmt_value(value: float | None, digits: int = 4) -> str:
@@ -58,14 +62,28 @@ def count_ticks(low: float, high: float, most: int) -> tuple[list[float], list[s
     return ticks, [f"{tick / unit:,.{decimals}f}{suffix}" if tick else "0" for tick in ticks]
 
 
-def fmt_duration(seconds: float | None) -> str:
-    """Seconds as m:ss or h:mm:ss; — when unknown."""
+def fmt_duration(seconds: float | None, *, hours: bool = False) -> str:
+    """Whole seconds as m:ss, or h:mm:ss from an hour on or always with `hours` (a column
+    whose width should not change when the hour comes); — when unknown."""
     if seconds is None or not math.isfinite(seconds):
         return "—"
     seconds = int(max(0.0, seconds))
-    hours, rest = divmod(seconds, 3600)
+    whole_hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+    return f"{whole_hours}:{minutes:02d}:{secs:02d}" if whole_hours or hours else f"{minutes}:{secs:02d}"
+
+
+def bucket_means(values: Sequence[float], buckets: int) -> list[float]:
+    """`values` averaged down to at most `buckets` points, over equal runs of consecutive
+    values (one per cell: a chart or sparkline fed thousands of points re-bins them on
+    every draw for nothing). The mean shows the trend; a max would show spikes."""
+    values = np.asarray(values, dtype=float)
+    if len(values) <= buckets:
+        return values.tolist()
+    starts = (np.arange(buckets) * len(values)) // buckets
+    sums = np.add.reduceat(values, starts)
+    counts = np.diff(np.append(starts, len(values)))
+    return (sums / counts).tolist()
 
 
 def fmt_bytes(value: int | None) -> str:

@@ -6,36 +6,17 @@ import math
 from typing import Mapping
 
 import numpy as np
-
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Label, Sparkline
 
-from rltui.ui.format import fmt_value
+from rltui.ui.format import bucket_means, fmt_value
+from trainers import metrics_spec
 
-# (metric, label) in display order.
-SPARKLINE_METRICS = (
-    ("episode_return", "return"),
-    ("policy_loss", "π loss"),
-    ("value_loss", "V loss"),
-    ("entropy", "entropy"),
-    ("approx_kl", "KL"),
-    ("lr", "lr"),
-)
-
-
-def bucket_means(values: np.ndarray, buckets: int) -> list[float]:
-    """`values` averaged down to at most `buckets` points, one per cell. Each bar stands
-    for many updates; their mean shows the trend (a max would show spikes), and a
-    Sparkline fed 4096 points re-bins them on every render."""
-    if len(values) <= buckets:
-        return values.tolist()
-    starts = (np.arange(buckets) * len(values)) // buckets
-    sums = np.add.reduceat(values, starts)
-    counts = np.diff(np.append(starts, len(values)))
-    return (sums / counts).tolist()
+# (metric, label) in display order: those declared for sparklines.
+SPARKLINE_METRICS = tuple((spec.name, spec.label) for spec in metrics_spec.SPARKLINE_METRICS)
 
 
 class MetricSparkline(Widget):
@@ -53,7 +34,7 @@ class MetricSparkline(Widget):
         super().__init__(**kwargs)
         self.metric = metric
         self.label = label
-        # episode_return is NaN whenever no episode finished: not worth flagging.
+        # An episodic metric is NaN whenever no episode finished: not worth flagging.
         self.skip_nonfinite_current = skip_nonfinite_current
         self._finite = np.empty(0)
 
@@ -66,7 +47,7 @@ class MetricSparkline(Widget):
     def watch_series(self, series: tuple[float, ...]) -> None:
         if not self.is_mounted:
             return
-        # numpy: this runs for six metrics of up to 4096 values on every refresh
+        # numpy: this runs for each sparkline, on up to 4096 values, on every refresh
         values = np.asarray(series, dtype=float)
         finite = values[np.isfinite(values)]
         stats = self.query_one(".metric-stats", Label)
@@ -97,13 +78,11 @@ class MetricSparkline(Widget):
 
 
 class MetricsPanel(Vertical):
-    """The six sparklines, fed from each snapshot's history."""
+    """A sparkline for each metric declared for them, fed from each snapshot's history."""
 
     def compose(self) -> ComposeResult:
-        for metric, label in SPARKLINE_METRICS:
-            yield MetricSparkline(
-                metric, label, skip_nonfinite_current=(metric == "episode_return"), id=f"spark-{metric}"
-            )
+        for spec in metrics_spec.SPARKLINE_METRICS:
+            yield MetricSparkline(spec.name, spec.label, skip_nonfinite_current=spec.episodic, id=f"spark-{spec.name}")
 
     def on_mount(self) -> None:
         self.border_title = "metrics: current (min…max)"
