@@ -148,7 +148,8 @@ def test_total_loss_combines_terms_by_hand(baseline, normalize):
     advantage = jnp.array([0.5, -1.0, 2.0, 0.0, 7.0])
     valid = jnp.array([1.0, 1.0, 1.0, 1.0, 0.0])
     hp = hparams(baseline=baseline, normalize_returns=normalize, vf_coef=0.5, ent_coef=0.01)
-    total, (pl, vl, ent) = trainer._loss(params, PGBatch(obs, action, returns, advantage, valid), 4.0, hp)
+    total, info = trainer._loss(params, PGBatch(obs, action, returns, advantage, valid), 4.0, hp)
+    pl, vl, ent = info.policy_loss, info.value_loss, info.entropy
 
     logits, _, value = trainer.apply(params, obs)
     logp_all = np.asarray(jax.nn.log_softmax(logits))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.flatten_util
@@ -49,16 +49,32 @@ def set_injected(opt_state, **values):
     return opt_state._replace(hyperparams=hyperparams)
 
 
-def episode_stats(traj) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """(mean return, mean length, count) of the episodes that ended during a rollout, over
-    all devices; the means are NaN when none ended."""
+class EpisodeStats(NamedTuple):
+    """The episodes that ended during a rollout, over all devices; the means are NaN when
+    none ended."""
+
+    mean_return: jax.Array
+    mean_length: jax.Array
+    count: jax.Array
+
+
+def episode_stats(traj) -> EpisodeStats:
     done = jnp.logical_or(traj.terminated, traj.truncated).astype(jnp.float32)
     episodes, return_sum, length_sum = jax.lax.psum(
         (jnp.sum(done), jnp.sum(traj.episode_return * done), jnp.sum(traj.episode_length * done)), AXIS
     )
     nan = jnp.float32(jnp.nan)
     mean = lambda total: jnp.where(episodes > 0, total / jnp.maximum(episodes, 1.0), nan)  # noqa: E731
-    return mean(return_sum), mean(length_sum), episodes
+    return EpisodeStats(mean_return=mean(return_sum), mean_length=mean(length_sum), count=episodes)
+
+
+class GradientStep(NamedTuple):
+    """One optimizer step's result (`OnPolicyTrainer.apply_gradients`)."""
+
+    params: Any
+    opt_state: Any
+    aux: Any  # the loss's aux, averaged over devices
+    grad_norm: jax.Array  # of the device-averaged gradient, before clipping
 
 
 def check_devices(static: StaticConfig, num_devices: int) -> None:
@@ -157,17 +173,17 @@ class OnPolicyTrainer:
         stats = state.obs_stats
         if not self.recurrent:
             apply_fn = lambda params, obs: self.apply(params, normalize.normalize_obs(stats, obs))  # noqa: E731
-            env_state, obs, _, traj = rollout(
-                state.params, state.env_state, state.obs, key, self._env_ids(), apply_fn=apply_fn, **common
-            )
-            hidden, step_hidden = None, None
+            run = rollout(state.params, state.env_state, state.obs, key, self._env_ids(), apply_fn=apply_fn, **common)
+            collected = Collected(env_state=run.env_state, obs=run.obs, hidden=None, traj=run.traj, step_hidden=None)
         else:
             step_fn = lambda params, h, obs: self.policy_step(params, h, normalize.normalize_obs(stats, obs))  # noqa: E731
-            env_state, obs, hidden, _, traj, step_hidden = recurrent.recurrent_rollout(
+            run = recurrent.recurrent_rollout(
                 state.params, state.env_state, state.obs, state.hidden, key, self._env_ids(),
                 step_fn=step_fn, **common,
             )
-        collected = Collected(env_state, obs, hidden, traj, step_hidden)
+            collected = Collected(env_state=run.env_state, obs=run.obs, hidden=run.hidden, traj=run.traj,
+                                  step_hidden=run.step_hidden)
+        traj = collected.traj
         if stats is not None:
             # The learner sees what the policy saw; the new statistics apply from the next rollout.
             traj = traj.replace(obs=normalize.normalize_obs(stats, traj.obs),
@@ -207,7 +223,7 @@ class OnPolicyTrainer:
     def bootstrap_values(self, params, collected: Collected) -> jax.Array:
         """V of each step's final observation (before auto-reset), shape (time, env)."""
         if not self.recurrent:
-            return self.apply(params, collected.traj.final_obs)[2]
+            return self.apply(params, collected.traj.final_obs).value
         return recurrent.bootstrap_values(self.policy_step, params, collected.step_hidden, collected.traj.final_obs)
 
     def _env_ids(self) -> jax.Array:
@@ -241,15 +257,14 @@ class OnPolicyTrainer:
         )
 
     # --- one gradient step ------------------------------------------------------------------
-    def apply_gradients(self, params, opt_state, grads, aux):
+    def apply_gradients(self, params, opt_state, grads, aux) -> GradientStep:
         """Average `grads` and `aux` over devices (one pmean of the raveled gradient and the
-        aux together), then one optimizer step. Returns (params, opt_state, aux, grad_norm),
-        the norm taken before clipping."""
+        aux together), then one optimizer step."""
         flat_grads, unravel = jax.flatten_util.ravel_pytree(grads)
         flat_grads, aux = jax.lax.pmean((flat_grads, aux), AXIS)
         grad_norm = jnp.sqrt(jnp.sum(jnp.square(flat_grads)))  # = optax.global_norm(grads)
         updates, opt_state = self.optimizer.update(unravel(flat_grads), opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, aux, grad_norm
+        return GradientStep(optax.apply_updates(params, updates), opt_state, aux, grad_norm)
 
     def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
         raise NotImplementedError
@@ -268,7 +283,9 @@ class OnPolicyTrainer:
         update, with one compiled program.
         """
         size = self.static.max_chunk_updates
-        empty = UpdateMetrics(*[jnp.full((size,), jnp.nan, jnp.float32) for _ in dataclasses.fields(UpdateMetrics)])
+        empty = UpdateMetrics(
+            **{field.name: jnp.full((size,), jnp.nan, jnp.float32) for field in dataclasses.fields(UpdateMetrics)}
+        )
         num_updates = jnp.clip(num_updates, 0, size)
         body = functools.partial(self._chunk_body, hp=hp)
         state, buffer = jax.lax.fori_loop(0, num_updates, body, (state, empty))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -12,18 +12,29 @@ from trainers import networks
 from trainers.envs import EnvSpec
 from trainers.rollout import env_action
 
-# One env, one step: (params, hidden, obs) -> (hidden, (policy_out, log_std, value)); see
+# One env, one step: (params, hidden, obs) -> (hidden, PolicyOutputs); see
 # OnPolicyTrainer.policy_step. A feed-forward policy passes `hidden` through.
-StepFn = Callable[[Any, Any, jax.Array], tuple[Any, tuple[jax.Array, jax.Array, jax.Array]]]
+StepFn = Callable[[Any, Any, jax.Array], tuple[Any, networks.PolicyOutputs]]
 
 
-def _eval_step(carry, key, *, params, spec: EnvSpec, step_fn: StepFn, greedy: bool):
-    env_state, obs, hidden, returns, finished = carry
+class _Episodes(NamedTuple):
+    """The evaluation's scan carry: one episode per env."""
+
+    env_state: Any
+    obs: jax.Array
+    hidden: Any
+    returns: jax.Array  # each env's return so far
+    finished: jax.Array  # whether each env's episode has ended
+
+
+def _eval_step(carry: _Episodes, key, *, params, spec: EnvSpec, step_fn: StepFn, greedy: bool):
     act_key, step_key = jax.random.split(key)
+    obs = carry.obs
     # Per env: params shared, each env's hidden state its own. Each env runs one episode
     # (steps after it ends are not counted), so the hidden state is never reset here.
     # log_std comes out per env: broadcast when the std does not depend on the state.
-    hidden, (policy_out, log_std, _) = jax.vmap(step_fn, in_axes=(None, 0, 0))(params, hidden, obs)
+    hidden, out = jax.vmap(step_fn, in_axes=(None, 0, 0))(params, carry.hidden, obs)
+    policy_out, log_std = out.policy_out, out.log_std
     if greedy:
         action = networks.greedy_action(policy_out, spec.discrete)
     else:
@@ -31,11 +42,11 @@ def _eval_step(carry, key, *, params, spec: EnvSpec, step_fn: StepFn, greedy: bo
         action = jax.vmap(networks.sample_action, in_axes=(0, 0, 0, None))(keys, policy_out, log_std, spec.discrete)
     step = jax.vmap(spec.env.step, in_axes=(0, 0, 0, None))
     obs, env_state, reward, terminated, truncated, _ = step(
-        jax.random.split(step_key, obs.shape[0]), env_state, env_action(spec, action), spec.params
+        jax.random.split(step_key, obs.shape[0]), carry.env_state, env_action(spec, action), spec.params
     )
-    returns = returns + jnp.where(finished, 0.0, reward)
-    finished = finished | terminated | truncated
-    return (env_state, obs, hidden, returns, finished), None
+    returns = carry.returns + jnp.where(carry.finished, 0.0, reward)
+    finished = carry.finished | terminated | truncated
+    return _Episodes(env_state, obs, hidden, returns, finished), None
 
 
 def evaluate(
@@ -46,7 +57,7 @@ def evaluate(
     reset_key, run_key = jax.random.split(key)
     obs, env_state = jax.vmap(spec.env.reset, in_axes=(0, None))(jax.random.split(reset_key, episodes), spec.params)
     max_steps = int(spec.params.max_steps_in_episode)
-    init = (env_state, obs, initial_hidden, jnp.zeros(episodes), jnp.zeros(episodes, bool))
+    init = _Episodes(env_state, obs, initial_hidden, jnp.zeros(episodes), jnp.zeros(episodes, bool))
     step = functools.partial(_eval_step, params=params, spec=spec, step_fn=step_fn, greedy=greedy)
-    (_, _, _, returns, _), _ = jax.lax.scan(step, init, jax.random.split(run_key, max_steps))
-    return returns
+    final, _ = jax.lax.scan(step, init, jax.random.split(run_key, max_steps))
+    return final.returns

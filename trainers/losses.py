@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import jax
 import jax.numpy as jnp
 
 
-def clipped_surrogate_loss(log_prob, old_log_prob, advantages, clip_eps):
-    """PPO's clipped policy objective, negated for minimisation.
+class SurrogateLoss(NamedTuple):
+    loss: jax.Array
+    approx_kl: jax.Array  # the low-variance estimator E[(r - 1) - log r] of KL(old || new)
+    clip_frac: jax.Array  # fraction of samples whose ratio lies outside [1 - clip_eps, 1 + clip_eps]
 
-    Returns (loss, approx_kl, clip_frac); approx_kl is the low-variance estimator
-    E[(r - 1) - log r] of KL(old || new).
-    """
+
+def clipped_surrogate_loss(log_prob, old_log_prob, advantages, clip_eps) -> SurrogateLoss:
+    """PPO's clipped policy objective, negated for minimisation, with its diagnostics."""
     log_ratio = log_prob - old_log_prob
     ratio = jnp.exp(log_ratio)
     unclipped = ratio * advantages
@@ -18,7 +23,7 @@ def clipped_surrogate_loss(log_prob, old_log_prob, advantages, clip_eps):
     loss = -jnp.mean(jnp.minimum(unclipped, clipped))
     approx_kl = jnp.mean((ratio - 1.0) - log_ratio)
     clip_frac = jnp.mean((jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32))
-    return loss, approx_kl, clip_frac
+    return SurrogateLoss(loss, approx_kl, clip_frac)
 
 
 def clipped_value_loss(value, old_value, targets, clip_eps):

@@ -8,7 +8,7 @@ every transform boundary for no gain here.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import flax.linen as nn
 import jax
@@ -16,6 +16,15 @@ import jax.numpy as jnp
 import numpy as np
 
 _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu}
+
+
+class PolicyOutputs(NamedTuple):
+    """What both networks compute for observations with any leading axes. A NamedTuple is
+    a pytree, so it passes through jit, vmap and scan as the three arrays it holds."""
+
+    policy_out: jax.Array  # logits (discrete) or the Gaussian mean (continuous)
+    log_std: jax.Array  # (num_actions,) or per row (_gaussian_log_std); discrete: an unused scalar
+    value: jax.Array
 
 
 def _float32(x: jax.Array) -> jax.Array:
@@ -90,7 +99,7 @@ class ActorCritic(nn.Module):
     CONV_FEATURES = 16
 
     @nn.compact
-    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def __call__(self, obs: jax.Array) -> PolicyOutputs:
         act = _ACTIVATIONS[self.activation]
         obs, lead = _rows(obs)
         if self.image_shape is not None:
@@ -114,14 +123,14 @@ class ActorCritic(nn.Module):
         value = _float32(_dense(1, 1.0, self.dtype)(v)[..., 0])
         if state_std:  # one per row; a "param" log_std has no row axis
             log_std = _unrows(log_std, lead)
-        return _unrows(policy_out, lead), log_std, _unrows(value, lead)
+        return PolicyOutputs(_unrows(policy_out, lead), log_std, _unrows(value, lead))
 
 
 class RecurrentActorCritic(nn.Module):
     """obs -> Dense(hidden_sizes[0]) -> GRU cell of the same width -> separate policy and
     value towers over `hidden_sizes[1:]` -> heads.
 
-    `__call__` is one time step, `(hidden, obs) -> (hidden, (policy_out, log_std, value))`.
+    `__call__` is one time step, `(hidden, obs) -> (hidden, PolicyOutputs)`.
     Its three stages are also methods (`encode`, `recur`, `heads`) so that a replay over
     stored sequences runs only `recur` inside its time scan and the feed-forward parts on
     all steps at once. Any leading batch axes. The caller resets `hidden` to zeros where an
@@ -164,7 +173,7 @@ class RecurrentActorCritic(nn.Module):
     def recur(self, hidden: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         return self.cell(hidden, x)
 
-    def heads(self, y: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def heads(self, y: jax.Array) -> PolicyOutputs:
         act = _ACTIVATIONS[self.activation]
         y, lead = _rows(y)
         pi, v = y, y
@@ -175,16 +184,16 @@ class RecurrentActorCritic(nn.Module):
         head = _float32(self.policy_head(pi))
         value = _unrows(_float32(self.value_head(v)[..., 0]), lead)
         if self.discrete:
-            return _unrows(head, lead), jnp.zeros(()), value  # log_std unused
+            return PolicyOutputs(_unrows(head, lead), jnp.zeros(()), value)  # log_std unused
         if self._state_std:
             policy_out = head[..., : self.num_actions]
             log_std = _gaussian_log_std(self, head[..., self.num_actions:], "state", self.log_std_init, self.num_actions)
             log_std = _unrows(log_std, lead)
         else:
             policy_out, log_std = head, self.log_std
-        return _unrows(policy_out, lead), log_std, value
+        return PolicyOutputs(_unrows(policy_out, lead), log_std, value)
 
-    def __call__(self, hidden: jax.Array, obs: jax.Array):
+    def __call__(self, hidden: jax.Array, obs: jax.Array) -> tuple[jax.Array, PolicyOutputs]:
         hidden, y = self.recur(hidden, self.encode(obs))
         return hidden, self.heads(y)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -52,19 +52,27 @@ class Batch:
 
 @struct.dataclass
 class LossInfo:
+    """One minibatch step's diagnostics: the loss's aux, then the gradient norm, which the
+    loss cannot know (None in the aux, filled in after the step)."""
+
     policy_loss: jax.Array
     value_loss: jax.Array
     entropy: jax.Array
     approx_kl: jax.Array
     clip_frac: jax.Array
-    grad_norm: jax.Array
+    grad_norm: Any = None
 
 
-def global_mean_std(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+class MeanStd(NamedTuple):
+    mean: jax.Array
+    std: jax.Array
+
+
+def global_mean_std(x: jax.Array) -> MeanStd:
     """Mean and standard deviation over the whole batch on all devices."""
     mean = jax.lax.pmean(jnp.mean(x), AXIS)
     var = jax.lax.pmean(jnp.mean(jnp.square(x)), AXIS) - jnp.square(mean)
-    return mean, jnp.sqrt(jnp.maximum(var, 0.0))
+    return MeanStd(mean, jnp.sqrt(jnp.maximum(var, 0.0)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,23 +81,25 @@ class PPO(OnPolicyTrainer):
     optimizer, init and the chunk of updates come from `OnPolicyTrainer`."""
 
     # --- one update -------------------------------------------------------------------------
-    def _loss(self, params, mb: Batch, advantage, hp: DynamicHParams):
-        policy_out, log_std, value = self.sequence_outputs(params, mb.obs, mb.done, mb.start_hidden)
-        log_prob = networks.log_prob(policy_out, log_std, mb.action, self.spec.discrete)
-        policy_loss, approx_kl, clip_frac = losses.clipped_surrogate_loss(log_prob, mb.log_prob, advantage, hp.clip_eps)
-        value_loss = losses.clipped_value_loss(value, mb.value, mb.target, hp.clip_eps)
-        entropy = jnp.mean(networks.entropy(policy_out, log_std, self.spec.discrete))
-        total = losses.ppo_total_loss(policy_loss, value_loss, entropy, hp.vf_coef, hp.ent_coef)
-        return total, (policy_loss, value_loss, entropy, approx_kl, clip_frac)
+    def _loss(self, params, mb: Batch, advantage, hp: DynamicHParams) -> tuple[jax.Array, LossInfo]:
+        out = self.sequence_outputs(params, mb.obs, mb.done, mb.start_hidden)
+        log_prob = networks.log_prob(out.policy_out, out.log_std, mb.action, self.spec.discrete)
+        surrogate = losses.clipped_surrogate_loss(log_prob, mb.log_prob, advantage, hp.clip_eps)
+        value_loss = losses.clipped_value_loss(out.value, mb.value, mb.target, hp.clip_eps)
+        entropy = jnp.mean(networks.entropy(out.policy_out, out.log_std, self.spec.discrete))
+        total = losses.ppo_total_loss(surrogate.loss, value_loss, entropy, hp.vf_coef, hp.ent_coef)
+        info = LossInfo(policy_loss=surrogate.loss, value_loss=value_loss, entropy=entropy,
+                        approx_kl=surrogate.approx_kl, clip_frac=surrogate.clip_frac)
+        return total, info
 
     def _minibatch_step(self, carry, mb: Batch, *, hp: DynamicHParams):
         params, opt_state = carry
-        adv_mean, adv_std = global_mean_std(mb.advantage)
-        advantage = losses.normalize(mb.advantage, adv_mean, adv_std)
+        adv = global_mean_std(mb.advantage)
+        advantage = losses.normalize(mb.advantage, adv.mean, adv.std)
         grad_fn = jax.value_and_grad(self._loss, has_aux=True)
-        (_, aux), grads = grad_fn(params, mb, advantage, hp)
-        params, opt_state, aux, grad_norm = self.apply_gradients(params, opt_state, grads, aux)
-        return (params, opt_state), LossInfo(*aux, grad_norm=grad_norm)
+        (_, info), grads = grad_fn(params, mb, advantage, hp)
+        step = self.apply_gradients(params, opt_state, grads, info)
+        return (step.params, step.opt_state), step.aux.replace(grad_norm=step.grad_norm)
 
     def _epoch(self, carry, key, *, batch: Batch, hp: DynamicHParams):
         step = functools.partial(self._minibatch_step, hp=hp)
@@ -131,11 +141,11 @@ class PPO(OnPolicyTrainer):
         epoch_keys = jax.random.split(epoch_key, self.static.update_epochs)
         (params, opt_state), info = jax.lax.scan(epoch, (state.params, opt_state), epoch_keys)
 
-        episode_return, episode_length, episodes = episode_stats(traj)
+        episodes = episode_stats(traj)
         metrics = UpdateMetrics(
-            episode_return=episode_return,
-            episode_length=episode_length,
-            episodes=episodes,
+            episode_return=episodes.mean_return,
+            episode_length=episodes.mean_length,
+            episodes=episodes.count,
             policy_loss=jnp.mean(info.policy_loss),
             value_loss=jnp.mean(info.value_loss),
             entropy=jnp.mean(info.entropy),

@@ -3,7 +3,7 @@ replayed exactly in the update.
 
 Conventions, for one environment:
 
-- A step fn is `(params, hidden, obs) -> (hidden, (policy_out, log_std, value))` on one
+- A step fn is `(params, hidden, obs) -> (hidden, PolicyOutputs)` on one
   env (no batch axis); it is `jax.vmap`ped with `in_axes=(None, 0, 0)`: params shared,
   each env's hidden state and observation its own row. Sharing the hidden state across
   envs (in_axes None for it) would leak one episode's memory into every other env.
@@ -21,17 +21,17 @@ Conventions, for one environment:
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from trainers.envs import EnvSpec
-from trainers.networks import RecurrentActorCritic
+from trainers.networks import PolicyOutputs, RecurrentActorCritic
 from trainers.rollout import act_and_step, rollout_randomness
+from trainers.types import Transition
 
-Outputs = tuple[jax.Array, jax.Array, jax.Array]  # (policy_out, log_std, value)
-StepFn = Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, Outputs]]
+StepFn = Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, PolicyOutputs]]
 
 # vmap over envs: hidden and obs split per env; every output per env (a state-independent
 # log_std is broadcast).
@@ -47,23 +47,35 @@ def _rollout_step(carry, xs, *, params, spec: EnvSpec, step_fn: StepFn):
     env_state, obs, hidden = carry
     noise, step_key = xs
     hidden, outputs = jax.vmap(step_fn, **_ENV_AXES)(params, hidden, obs)
-    env_state, next_obs, transition = act_and_step(spec, outputs, obs, env_state, noise, step_key)
-    next_hidden = reset_where_done(hidden, jnp.logical_or(transition.terminated, transition.truncated))
-    return (env_state, next_obs, next_hidden), (transition, hidden)
+    stepped = act_and_step(spec, outputs, obs, env_state, noise, step_key)
+    done = jnp.logical_or(stepped.transition.terminated, stepped.transition.truncated)
+    return (stepped.env_state, stepped.obs, reset_where_done(hidden, done)), (stepped.transition, hidden)
+
+
+class RecurrentRollout(NamedTuple):
+    """`rollout.Rollout` with the hidden states: `hidden` (env, H) is the state to continue
+    from (reset where the last step ended an episode), `step_hidden` (time, env, H) the
+    state each step's policy call produced (before any reset)."""
+
+    env_state: Any
+    obs: jax.Array
+    hidden: jax.Array
+    key: jax.Array
+    traj: Transition
+    step_hidden: jax.Array
 
 
 def recurrent_rollout(
     params, env_state, obs, hidden, key, env_ids, *, num_global_envs: int, spec: EnvSpec, step_fn: StepFn,
     num_steps: int, noise_hold: int = 1,
-):
-    """`rollout` with a hidden state per env. Returns (env_state, obs, hidden, key,
-    Transition[time, env], step_hidden[time, env, H]) where `hidden` is the state to
-    continue from (reset where the last step ended an episode) and `step_hidden[t]` the
-    state each step's policy call produced (before any reset)."""
-    key, noise, step_keys = rollout_randomness(key, env_ids, num_global_envs, spec, num_steps, noise_hold)
+) -> RecurrentRollout:
+    """`rollout` with a hidden state per env."""
+    randomness = rollout_randomness(key, env_ids, num_global_envs, spec, num_steps, noise_hold)
     step = functools.partial(_rollout_step, params=params, spec=spec, step_fn=step_fn)
-    (env_state, obs, hidden), (traj, step_hidden) = jax.lax.scan(step, (env_state, obs, hidden), (noise, step_keys))
-    return env_state, obs, hidden, key, traj, step_hidden
+    (env_state, obs, hidden), (traj, step_hidden) = jax.lax.scan(
+        step, (env_state, obs, hidden), (randomness.noise, randomness.step_keys)
+    )
+    return RecurrentRollout(env_state, obs, hidden, randomness.key, traj, step_hidden)
 
 
 def _replay_step(hidden, xs, *, params, network: RecurrentActorCritic):
@@ -78,7 +90,9 @@ def _replay_env(params, start_hidden, x, done, *, network: RecurrentActorCritic)
     return ys
 
 
-def replay(network: RecurrentActorCritic, params, start_hidden: jax.Array, obs: jax.Array, done: jax.Array) -> Outputs:
+def replay(
+    network: RecurrentActorCritic, params, start_hidden: jax.Array, obs: jax.Array, done: jax.Array
+) -> PolicyOutputs:
     """The policy's outputs over stored sequences (time, env, ...): each env re-run from its
     segment's start state `start_hidden` (env, H), reset where `done`, as in the rollout.
     Only the GRU cell runs inside the time scan; the embedding and the heads, which have no
@@ -93,8 +107,8 @@ def bootstrap_values(step_fn: StepFn, params, step_hidden: jax.Array, final_obs:
     """V of each step's final observation (time, env), continuing that step's episode from
     the state its policy call produced. All steps at once: no recurrence between them."""
     per_env = jax.vmap(step_fn, **_ENV_AXES)
-    _, (_, _, value) = jax.vmap(per_env, in_axes=(None, 0, 0))(params, step_hidden, final_obs)
-    return value
+    _, outputs = jax.vmap(per_env, in_axes=(None, 0, 0))(params, step_hidden, final_obs)
+    return outputs.value
 
 
 def env_minibatches(key: jax.Array, env_ids: jax.Array, num_global_envs: int, num_minibatches: int) -> jax.Array:

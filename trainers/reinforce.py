@@ -25,14 +25,14 @@ step of `-mean(log pi(a|s) * A)`, gradients averaged over devices with `lax.pmea
 - Metrics are PPO's `UpdateMetrics`: `approx_kl` is the estimator E[(r - 1) - log r] of
   KL(rollout policy || updated policy) over the valid steps (one extra forward pass);
   `clip_frac` is NaN: nothing is clipped in this objective, so there is no fraction to
-  report (`hparams.UNDEFINED_METRICS`; metrics.jsonl writes null, the dashboard's chart
-  passes over it).
+  report (declared in `trainers.metrics_spec`; metrics.jsonl writes null, the dashboard's
+  chart passes over it).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -60,21 +60,36 @@ class PGBatch:
     start_hidden: Any = None
 
 
-def masked_global_mean_std(x: jax.Array, valid: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+class MaskedMeanStd(NamedTuple):
+    mean: jax.Array
+    std: jax.Array
+    count: jax.Array  # valid steps on all devices
+
+
+def masked_global_mean_std(x: jax.Array, valid: jax.Array) -> MaskedMeanStd:
     """Mean and standard deviation of `x` over the valid steps of all devices, and the
     number of those steps. Two passes (mean, then squared deviations) for accuracy."""
     count, total = jax.lax.psum((jnp.sum(valid), jnp.sum(valid * x)), AXIS)
     mean = total / jnp.maximum(count, 1.0)
     var = jax.lax.psum(jnp.sum(valid * jnp.square(x - mean)), AXIS) / jnp.maximum(count, 1.0)
-    return mean, jnp.sqrt(var), count
+    return MaskedMeanStd(mean, jnp.sqrt(var), count)
 
 
 def reinforce_advantage(returns, values, valid, hp: DynamicHParams):
     """A = G - baseline * V, normalised over the valid steps of all devices when
     `normalize_returns` is on."""
     advantage = returns - hp.baseline * values
-    mean, std, _ = masked_global_mean_std(advantage, valid)
-    return jnp.where(hp.normalize_returns > 0, losses.normalize(advantage, mean, std), advantage)
+    stats = masked_global_mean_std(advantage, valid)
+    return jnp.where(hp.normalize_returns > 0, losses.normalize(advantage, stats.mean, stats.std), advantage)
+
+
+@struct.dataclass
+class PGLossInfo:
+    """The loss's aux: its terms, each a mean over the valid steps."""
+
+    policy_loss: jax.Array
+    value_loss: jax.Array
+    entropy: jax.Array
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,17 +98,19 @@ class REINFORCE(OnPolicyTrainer):
     Uses env_id, num_envs, num_steps, hidden_sizes, activation, network and max_chunk_updates of the
     static config (num_minibatches and update_epochs do not apply: one step per rollout)."""
 
-    def _loss(self, params, batch: PGBatch, count, hp: DynamicHParams):
+    def _loss(self, params, batch: PGBatch, count, hp: DynamicHParams) -> tuple[jax.Array, PGLossInfo]:
         """Total loss on this device's batch. `count` is the mean number of valid steps per
         device, so that the pmean of this loss (and of its gradient) over devices is the
         mean over all valid steps."""
-        policy_out, log_std, value = self.sequence_outputs(params, batch.obs, batch.done, batch.start_hidden)
-        log_prob = networks.log_prob(policy_out, log_std, batch.action, self.spec.discrete)
+        out = self.sequence_outputs(params, batch.obs, batch.done, batch.start_hidden)
+        log_prob = networks.log_prob(out.policy_out, out.log_std, batch.action, self.spec.discrete)
         policy_loss = pg_losses.policy_gradient_loss(log_prob, batch.advantage, batch.valid, count)
-        value_loss = pg_losses.value_regression_loss(value, batch.returns, batch.valid, count)
-        entropy = pg_losses.masked_mean(networks.entropy(policy_out, log_std, self.spec.discrete), batch.valid, count)
+        value_loss = pg_losses.value_regression_loss(out.value, batch.returns, batch.valid, count)
+        entropy = pg_losses.masked_mean(
+            networks.entropy(out.policy_out, out.log_std, self.spec.discrete), batch.valid, count
+        )
         total = losses.ppo_total_loss(policy_loss, value_loss, entropy, hp.baseline * hp.vf_coef, hp.ent_coef)
-        return total, (policy_loss, value_loss, entropy)
+        return total, PGLossInfo(policy_loss=policy_loss, value_loss=value_loss, entropy=entropy)
 
     def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
         key, rollout_key = jax.random.split(state.key)
@@ -110,32 +127,31 @@ class REINFORCE(OnPolicyTrainer):
 
         lr = annealed_lr(hp, state.update_idx)
         opt_state = set_injected(state.opt_state, learning_rate=lr, max_grad_norm=hp.max_grad_norm)
-        (_, aux), grads = jax.value_and_grad(self._loss, has_aux=True)(state.params, batch, count, hp)
-        new_params, new_opt_state, aux, grad_norm = self.apply_gradients(state.params, opt_state, grads, aux)
+        (_, info), grads = jax.value_and_grad(self._loss, has_aux=True)(state.params, batch, count, hp)
+        step = self.apply_gradients(state.params, opt_state, grads, info)
         # No complete episode on any device: the gradient is zero, but Adam's momentum would
         # still move the params. Skip the step instead (count is the same on every device).
         keep = count > 0
         params, opt_state = jax.tree.map(
-            lambda new, old: jnp.where(keep, new, old), (new_params, new_opt_state), (state.params, opt_state)
+            lambda new, old: jnp.where(keep, new, old), (step.params, step.opt_state), (state.params, opt_state)
         )
-        policy_loss, value_loss, entropy = aux
 
         # KL(rollout policy || updated policy) on the valid steps, E[(r - 1) - log r].
-        policy_out, log_std, _ = self.sequence_outputs(params, traj.obs, batch.done, batch.start_hidden)
-        log_ratio = networks.log_prob(policy_out, log_std, traj.action, self.spec.discrete) - traj.log_prob
+        out = self.sequence_outputs(params, traj.obs, batch.done, batch.start_hidden)
+        log_ratio = networks.log_prob(out.policy_out, out.log_std, traj.action, self.spec.discrete) - traj.log_prob
         approx_kl = jax.lax.pmean(pg_losses.masked_mean(jnp.expm1(log_ratio) - log_ratio, valid, count), AXIS)
 
-        episode_return, episode_length, episodes = episode_stats(traj)
+        episodes = episode_stats(traj)
         metrics = UpdateMetrics(
-            episode_return=episode_return,
-            episode_length=episode_length,
-            episodes=episodes,
-            policy_loss=policy_loss,
-            value_loss=value_loss,
-            entropy=entropy,
+            episode_return=episodes.mean_return,
+            episode_length=episodes.mean_length,
+            episodes=episodes.count,
+            policy_loss=step.aux.policy_loss,
+            value_loss=step.aux.value_loss,
+            entropy=step.aux.entropy,
             approx_kl=approx_kl,
             clip_frac=jnp.full((), jnp.nan, jnp.float32),
-            grad_norm=grad_norm,
+            grad_norm=step.grad_norm,
             lr=lr,
         )
         return self.next_state(state, collected, params, opt_state, key), metrics

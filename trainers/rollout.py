@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -13,8 +13,33 @@ from trainers import networks
 from trainers.envs import EnvSpec
 from trainers.types import Transition
 
-# (params, obs) -> (policy_out, log_std, value), batched over leading axes
-ApplyFn = Callable[[Any, jax.Array], tuple[jax.Array, jax.Array, jax.Array]]
+# (params, obs) -> outputs, batched over leading axes
+ApplyFn = Callable[[Any, jax.Array], networks.PolicyOutputs]
+
+
+class EnvStep(NamedTuple):
+    """Every env stepped once: the state and observation to continue from, and what happened."""
+
+    env_state: Any
+    obs: jax.Array
+    transition: Transition
+
+
+class RolloutRandomness(NamedTuple):
+    """All random inputs of a rollout; see `rollout_randomness`."""
+
+    key: jax.Array  # the key to continue from
+    noise: jax.Array  # (time, env, action): policy noise
+    step_keys: Any  # (time, env, ...): env step keys, or what the spec's `draw_step` made of them
+
+
+class Rollout(NamedTuple):
+    """`num_steps` steps of this device's envs: the state to continue from and the trajectory."""
+
+    env_state: Any
+    obs: jax.Array
+    key: jax.Array
+    traj: Transition  # leaves (time, env, ...)
 
 
 def env_keys(key: jax.Array, env_ids: jax.Array, num_global_envs: int, per_env: int = 1) -> jax.Array:
@@ -40,12 +65,11 @@ def _policy_noise(key: jax.Array, spec: EnvSpec) -> jax.Array:
     return sample(key, (spec.num_actions,), jnp.float32)
 
 
-def act_and_step(spec: EnvSpec, outputs, obs, env_state, noise, step_key):
-    """Sample actions from the policy's `outputs` (policy_out, log_std, value) with the
-    pre-drawn `noise`, step every env once. Returns (env_state, next_obs, Transition)."""
-    policy_out, log_std, value = outputs
-    action = networks.action_from_noise(noise, policy_out, log_std, spec.discrete)
-    log_prob = networks.log_prob(policy_out, log_std, action, spec.discrete)
+def act_and_step(spec: EnvSpec, outputs: networks.PolicyOutputs, obs, env_state, noise, step_key) -> EnvStep:
+    """Sample actions from the policy's `outputs` with the pre-drawn `noise`, step every
+    env once."""
+    action = networks.action_from_noise(noise, outputs.policy_out, outputs.log_std, spec.discrete)
+    log_prob = networks.log_prob(outputs.policy_out, outputs.log_std, action, spec.discrete)
     step = jax.vmap(spec.env.step, in_axes=(0, 0, 0, None))
     next_obs, env_state, reward, terminated, truncated, info = step(
         step_key, env_state, env_action(spec, action), spec.params
@@ -54,7 +78,7 @@ def act_and_step(spec: EnvSpec, outputs, obs, env_state, noise, step_key):
         obs=obs,
         action=action,
         log_prob=log_prob,
-        value=value,
+        value=outputs.value,
         reward=reward.astype(jnp.float32),
         terminated=terminated,
         truncated=truncated,
@@ -62,24 +86,23 @@ def act_and_step(spec: EnvSpec, outputs, obs, env_state, noise, step_key):
         episode_return=info["returned_episode_returns"],
         episode_length=info["returned_episode_lengths"],
     )
-    return env_state, next_obs, transition
+    return EnvStep(env_state, next_obs, transition)
 
 
 def _rollout_step(carry, xs, *, params, spec: EnvSpec, apply_fn: ApplyFn):
     env_state, obs = carry
     noise, step_key = xs
-    env_state, next_obs, transition = act_and_step(spec, apply_fn(params, obs), obs, env_state, noise, step_key)
-    return (env_state, next_obs), transition
+    stepped = act_and_step(spec, apply_fn(params, obs), obs, env_state, noise, step_key)
+    return (stepped.env_state, stepped.obs), stepped.transition
 
 
 def rollout_randomness(
     key: jax.Array, env_ids: jax.Array, num_global_envs: int, spec: EnvSpec, num_steps: int, noise_hold: int = 1
-):
+) -> RolloutRandomness:
     """All keys of a rollout, drawn before the time scan in a few batched RNG calls instead
     of several per step (on CPU each RNG call is a small loop, and per-op overhead dominates
     at few envs). Each env's keys come from its global index, so results do not depend on
-    how envs are split over devices. Returns (next key, policy noise, env step inputs), the
-    last two shaped (time, env, ...); the step inputs are keys, or, for a spec with
+    how envs are split over devices. The step inputs are keys, or, for a spec with
     `draw_step`, each key's split and reset state drawn here rather than inside the time
     loop (`presampled_reset`).
 
@@ -97,19 +120,19 @@ def rollout_randomness(
     step_keys = keys[:, :, 1]
     if spec.draw_step is not None:
         step_keys = jax.vmap(jax.vmap(spec.draw_step))(step_keys)
-    return key, noise, step_keys
+    return RolloutRandomness(key, noise, step_keys)
 
 
 def rollout(
     params, env_state, obs, key, env_ids, *, num_global_envs: int, spec: EnvSpec, apply_fn: ApplyFn, num_steps: int,
     noise_hold: int = 1,
-):
-    """Run `num_steps` steps in each env of `env_ids` (contiguous global indices).
-    Returns (env_state, obs, key, Transition[time, env]); see `rollout_randomness`."""
-    key, noise, step_keys = rollout_randomness(key, env_ids, num_global_envs, spec, num_steps, noise_hold)
+) -> Rollout:
+    """Run `num_steps` steps in each env of `env_ids` (contiguous global indices); see
+    `rollout_randomness`."""
+    randomness = rollout_randomness(key, env_ids, num_global_envs, spec, num_steps, noise_hold)
     step = functools.partial(_rollout_step, params=params, spec=spec, apply_fn=apply_fn)
-    (env_state, obs), traj = jax.lax.scan(step, (env_state, obs), (noise, step_keys))
-    return env_state, obs, key, traj
+    (env_state, obs), traj = jax.lax.scan(step, (env_state, obs), (randomness.noise, randomness.step_keys))
+    return Rollout(env_state, obs, randomness.key, traj)
 
 
 def reset_envs(key: jax.Array, env_ids: jax.Array, num_global_envs: int, spec: EnvSpec):
