@@ -3,7 +3,8 @@ with the default configuration, served as `rltui launch --no-ui` serves it:
 
   env steps per second while --loops client processes connect to the run's control
   socket, read the first line of its greeting and hang up, as fast as the run lets them,
-  against the same run with no client at all. One session trains throughout; rounds of
+  against the same run with no client at all (the processes are started once, before the
+  first window, and idle between storms). One session trains throughout; rounds of
   quiet, storm, storm, quiet windows of --seconds each (so a linear drift in machine load
   cancels out of each round's ratio); the ratio storm/quiet is the median over rounds
   (target >= 0.95: no client can slow training). Compile and warm-up are excluded.
@@ -14,6 +15,8 @@ with the default configuration, served as `rltui launch --no-ui` serves it:
 
 The storm's own processes use CPU too: on a machine with fewer cores than training uses
 plus one, part of any slowdown is theirs, not the server's (the server's share is printed).
+On a shared machine the SPS of a few-second window moves by tens of percent from other
+load alone: the quiet/quiet figure shows how much; use more --repeats to read a ratio.
 """
 
 from __future__ import annotations
@@ -34,12 +37,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def storm_client(path: str, seconds: float) -> None:
-    """One connect/disconnect loop for `seconds`; prints 'served failed'. Standard library
-    only, so it starts fast and uses no more CPU than a careless script would."""
+def storm_client(path: str, flag: str) -> None:
+    """One connect/disconnect loop, run while the file `flag` exists; each time it goes,
+    prints 'served failed' for that storm. Exits once `flag`.stop exists. Standard library
+    only, and started before any window: its start-up costs no window anything."""
     served = failed = 0
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while not os.path.exists(flag + ".stop"):
+        if not os.path.exists(flag):
+            if served or failed:
+                print(served, failed, flush=True)
+                served = failed = 0
+            time.sleep(0.02)
+            continue
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(5.0)
         try:
@@ -48,8 +57,6 @@ def storm_client(path: str, seconds: float) -> None:
                     sock.connect(path)
                     break
                 except BlockingIOError:  # the listen backlog is full: retry, as rltui's clients do
-                    if time.monotonic() > deadline:
-                        raise
                     time.sleep(0.005)
             data = b""
             while b"\n" not in data:
@@ -62,7 +69,6 @@ def storm_client(path: str, seconds: float) -> None:
             failed += 1
         finally:
             sock.close()
-    print(served, failed, flush=True)
 
 
 class StepClock:
@@ -102,10 +108,10 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=1.0, help="seconds before each window starts")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds after the first chunk before measuring")
     parser.add_argument("--repeats", type=int, default=3, help="rounds of quiet, storm x2, quiet")
-    parser.add_argument("--storm-client", nargs=2, metavar=("SOCKET", "SECONDS"), help=argparse.SUPPRESS)
+    parser.add_argument("--storm-client", nargs=2, metavar=("SOCKET", "FLAG"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.storm_client:
-        storm_client(args.storm_client[0], float(args.storm_client[1]))
+        storm_client(*args.storm_client)
         return
 
     from rltui import runtime
@@ -152,19 +158,22 @@ def main() -> None:
             quiet_cpu.append((thread_cpu(server._thread) - cpu) / (end - start))
             quiet.append(clock.sps_between(start, end))
 
+        flag = str(Path(run_dir) / "storm")
+        clients = [subprocess.Popen([sys.executable, __file__, "--storm-client", path, flag],
+                                    stdout=subprocess.PIPE, text=True) for _ in range(args.loops)]
+        time.sleep(args.settle)
+
         def storm_window() -> None:
-            length = args.settle + args.seconds
-            clients = [subprocess.Popen([sys.executable, __file__, "--storm-client", path, str(length)],
-                                        stdout=subprocess.PIPE, text=True) for _ in range(args.loops)]
-            start = time.monotonic() + args.settle
+            Path(flag).touch()
             time.sleep(args.settle)
-            cpu = thread_cpu(server._thread)
+            start, cpu = time.monotonic(), thread_cpu(server._thread)
             time.sleep(args.seconds)
             end = time.monotonic()
             server_cpu.append((thread_cpu(server._thread) - cpu) / (end - start))
             storm.append(clock.sps_between(start, end))
-            counts = [tuple(map(int, client.communicate(timeout=60)[0].split())) for client in clients]
-            rates.append(sum(c[0] for c in counts) / length)
+            os.unlink(flag)
+            counts = [tuple(map(int, client.stdout.readline().split())) for client in clients]
+            rates.append(sum(c[0] for c in counts) / (end - start + args.settle))
             failures.append(sum(c[1] for c in counts))
 
         for round_number in range(args.repeats):
@@ -179,6 +188,9 @@ def main() -> None:
                   f"{storm[-2]:>9,.0f} {storm[-1]:>9,.0f} SPS   ratio {ratios[-1]:.3f}   "
                   f"({statistics.mean(rates[-2:]):,.0f} connections/s, {sum(failures[-2:])} failed; server thread "
                   f"{statistics.mean(server_cpu[-2:]):.1%} of a core)", flush=True)
+        Path(flag + ".stop").touch()
+        for client in clients:
+            client.wait(30)
         session.stop()
         session.join(60)
         server.close()
