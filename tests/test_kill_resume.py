@@ -1,0 +1,140 @@
+"""kill -9 a real headless run at random moments, one of them while a checkpoint is being
+written, resume it each time, and compare the completed run with an uninterrupted one.
+
+The killed run's processes slow every checkpoint write down (half the bytes, a pause, the
+rest, through the store's `write_all` seam), so that a kill at a random moment often lands
+inside a save, and one kill is made to: it is sent while a save's temp file exists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_resume_cli import (
+    STEPS,
+    TINY,
+    assert_ok,
+    checkpoints,
+    cli_env,
+    read_jsonl,
+    rltui,
+    stop,
+    temp_files,
+    updates,
+    verify_checksum,
+    wait_for,
+)
+
+TOTAL = 400  # updates
+SAVE_PAUSE = 0.1  # seconds in the middle of every checkpoint write of the killed run
+SEED = 21  # the kill moments; fixed, so that a failure can be replayed
+
+# `python -c SLOW_SAVES launch ...`: the rltui command, with every checkpoint write paused
+# half-way when RLTUI_TEST_SAVE_PAUSE is set.
+SLOW_SAVES = """
+import os, time
+from rltui.session import checkpoints
+pause = float(os.environ.get("RLTUI_TEST_SAVE_PAUSE", "0"))
+def write_all(f, data):
+    f.write(data[: len(data) // 2])
+    f.flush()
+    time.sleep(pause)
+    f.write(data[len(data) // 2 :])
+if pause:
+    checkpoints.write_all = write_all
+from rltui.cli import entry
+entry()
+"""
+
+CONFIG = [*TINY, "--set", f"total_timesteps={TOTAL * STEPS}"]
+VARIABLE = ("wall_time", "sps")  # clock readings: every other field is a result of training
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("xdg-cache")
+
+
+def start_slow(args, cwd: Path, cache: Path, log: Path) -> subprocess.Popen:
+    env = {**cli_env(cache), "RLTUI_TEST_SAVE_PAUSE": str(SAVE_PAUSE)}
+    with open(log, "ab") as err:
+        return subprocess.Popen([sys.executable, "-c", SLOW_SAVES, *map(str, args)],
+                                cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+
+
+def kinds(run_dir: Path, kind: str) -> list[dict]:
+    return [e for e in read_jsonl(run_dir / "events.jsonl") if e["kind"] == kind]
+
+
+def results(run_dir: Path) -> list[str]:
+    """Each update's record without its clock readings, as comparable text (NaN included)."""
+    return [json.dumps({k: v for k, v in r.items() if k not in VARIABLE}, sort_keys=True)
+            for r in read_jsonl(run_dir / "metrics.jsonl")]
+
+
+def test_kill_9_at_random_moments_then_resume_matches_an_uninterrupted_run(tmp_path, cache):
+    """Compared on the same machine, in one test: both runs compile the same programs here, so
+    the resumed run's records equal the uninterrupted run's exactly (update indices and every
+    metric). Figures from another machine would need a float tolerance; none are used."""
+    reference = tmp_path / "uninterrupted"
+    assert_ok(rltui(["launch", "--no-ui", "--run-dir", reference, *CONFIG], tmp_path, cache, timeout=300))
+    assert updates(reference) == list(range(1, TOTAL + 1))
+
+    rng = random.Random(SEED)
+    run_dir = tmp_path / "killed"
+    log = tmp_path / "stderr.txt"
+    first = ["launch", "--no-ui", "--run-dir", run_dir, *CONFIG, "--set", "checkpoint_every_updates=4",
+             "--set", "chunk_seconds=0.02", "--set", "keep_checkpoints=2"]
+    again = ["launch", "--no-ui", "--resume", run_dir]
+    history = []  # (moment, update of the latest checkpoint after the kill), for failure messages
+    for i, moment in enumerate(("random", "mid-save", "random")):
+        left_behind = temp_files(run_dir)  # an interrupted save's temp file, removed by the resume
+        proc = start_slow(first if i == 0 else again, tmp_path, cache, log)
+        try:
+            if i:
+                wait_for(lambda n=i: len(kinds(run_dir, "resumed")) >= n, proc, f"resume #{i}", log)
+                resumed_at = kinds(run_dir, "resumed")[-1]["update"]
+                assert resumed_at == history[-1][1], history
+            floor = history[-1][1] if history else 0
+            if moment == "mid-save":
+                def saving(stale=left_behind):
+                    return bool(temp_files(run_dir) - stale)
+
+                wait_for(saving, proc, "a checkpoint being written", log)
+                in_flight = temp_files(run_dir) - left_behind
+            else:
+                target = floor + rng.randint(4, 40)
+                wait_for(lambda t=target: updates(run_dir)[-1:] >= [t], proc, f"update {target}", log)
+                time.sleep(rng.uniform(0, 0.05))
+            assert proc.poll() is None, f"the run ended before kill #{i + 1}: make TOTAL larger ({history})"
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        finally:
+            stop(proc)
+        found = checkpoints(run_dir)
+        assert found, history
+        history.append((moment, found[-1][0]))
+        assert verify_checksum(found[-1][1])["update"] == found[-1][0], history
+        if moment == "mid-save":
+            assert in_flight <= temp_files(run_dir), "the kill did not interrupt the save"
+        done = updates(run_dir)
+        assert done == list(range(1, len(done) + 1)), history
+        assert done[-1] < TOTAL, history
+
+    assert_ok(rltui(again, tmp_path, cache, timeout=300))
+    assert not temp_files(run_dir)
+    assert [e["update"] for e in kinds(run_dir, "resumed")] == [latest for _, latest in history]
+    assert updates(run_dir) == list(range(1, TOTAL + 1)), history
+    # Each kill lost the updates after its latest checkpoint; they were trained again, alike.
+    assert os.path.getsize(run_dir / "metrics.discarded.jsonl") > 0, history
+    got, want = results(run_dir), results(reference)
+    different = [i + 1 for i, (a, b) in enumerate(zip(got, want)) if a != b]
+    assert not different, f"updates {different[:10]} differ from the uninterrupted run's ({history})"
