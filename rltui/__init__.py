@@ -1,3 +1,21 @@
-"""rltui: a terminal dashboard for training reinforcement-learning agents in JAX."""
+"""rltui: a terminal dashboard for training reinforcement-learning agents in JAX.
+
+`rltui.train`, `rltui.make_config` and `rltui.TrainResult` are the Python API
+(`rltui.api`), imported on first use so that `import rltui` stays cheap."""
 
 __version__ = "0.1.0"
+
+_API = ("train", "make_config", "TrainResult", "ApiError")
+
+
+def __getattr__(name: str):
+    if name in _API or name == "api":
+        import importlib
+
+        api = importlib.import_module("rltui.api")
+        return api if name == "api" else getattr(api, name)
+    raise AttributeError(f"module 'rltui' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_API) + ["api"])

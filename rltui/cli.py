@@ -99,6 +99,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("envs", help="list the supported environments", description="List the supported gymnax environments.")
 
+    check_env = sub.add_parser(
+        "check-env", help="check that an environment will train",
+        description="Run an environment through what training needs (import, interface, jit and vmap of reset and "
+        "step, shapes and dtypes against the declared spaces, finite scalar rewards, boolean done flags, "
+        "determinism, episode ends, one policy update) and print each check. Exit 0 when training will work, 2 "
+        "otherwise.",
+    )
+    check_env.add_argument("spec", metavar="SPEC", help="an env id (rltui envs) or an import path, my_pkg.envs:make_env")
+    check_env.add_argument("--env-kwargs", metavar="TABLE", help="keyword arguments for an import path, e.g. '{n = 3}'")
+    check_env.add_argument("--network", default="mlp", choices=("mlp", "gru", "cnn"), help="policy network (default mlp)")
+    check_env.add_argument("--algo", default="ppo", choices=("ppo", "reinforce"), help="algorithm (default ppo)")
+
     attach = sub.add_parser(
         "attach", help="open the dashboard on a running job",
         description="Open the dashboard on a job that is running (headless or not), through the control socket in "
@@ -185,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_launch(args, argv)
     if args.command == "envs":
         return cmd_envs(args)
+    if args.command == "check-env":
+        from rltui.check_env import cmd_check_env
+
+        return cmd_check_env(args)
     if args.command in ("attach", "serve"):
         from rltui import attach
 

@@ -1,4 +1,6 @@
-"""gymnax environments by id, wrapped for training.
+"""Environments by id, wrapped for training: gymnax's built-in ones by name, any other
+env with gymnax's interface by import path (`my_pkg.envs:make_env`, see `env_import`), and
+env objects the Python API registered (`object:Name`).
 
 gymnax takes over a second to import, so it is imported inside `make_env` only.
 """
@@ -56,8 +58,18 @@ class EnvSpec:
         return size
 
 
+def is_builtin(env_id: str) -> bool:
+    return env_id in SUPPORTED_ENVS
+
+
 def make_env(env_id: str) -> EnvSpec:
+    """The env `env_id` names; `env_import.EnvImportError` (a ValueError, one line) when it
+    cannot be built or trained on."""
     if env_id not in SUPPORTED_ENVS:
+        from trainers import env_import
+
+        if env_import.is_import_path(env_id) or env_import.is_object_id(env_id):
+            return _make_imported(env_id)
         raise ValueError(f"env: unknown environment {env_id!r}; run `rltui envs` for the list")
     import gymnax
     import numpy as np
@@ -86,3 +98,20 @@ def make_env(env_id: str) -> EnvSpec:
     low = np.broadcast_to(np.asarray(space.low, np.float32), space.shape)
     high = np.broadcast_to(np.asarray(space.high, np.float32), space.shape)
     return EnvSpec(env_id, env, params, obs_shape, False, int(np.prod(space.shape)), low, high, draw_step)
+
+
+@functools.cache
+def _make_imported(env_id: str) -> EnvSpec:
+    # Cached so that every trainer of this env shares one wrapped object, and so one
+    # compiled program (the env is a static argument of the jitted steps).
+    from gymnax.wrappers.purerl import FlattenObservationWrapper, LogWrapper
+
+    from trainers import env_import
+
+    adapted = env_import.adapt(env_import.load(env_id))
+    env = LogWrapper(FlattenObservationWrapper(adapted.env))
+    action = adapted.action
+    return EnvSpec(
+        env_id, env, adapted.params, adapted.obs_shape, action.discrete, action.num_actions,
+        action.low, action.high, adapted.draw_step,
+    )

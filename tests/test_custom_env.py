@@ -1,0 +1,209 @@
+"""An environment of the user's own, by import path (`env = "module:factory"`).
+
+This module is also the env module: `Bandit` and `make_bandit` below are what the runs
+import, with this directory on PYTHONPATH. Its optimal return is known: each of the 10
+steps of an episode pays 1 for the best arm (the last) and 0 otherwise, so the best policy
+returns 10 and a uniformly random one with 2 arms about 5.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+from flax import struct
+from gymnax.environments import spaces
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+OPTIMAL_RETURN = 10.0
+RANDOM_RETURN = 5.0  # two arms
+LEARNED = 9.5  # between the random and the optimal return, near the optimum
+
+
+@struct.dataclass
+class BanditState:
+    time: jax.Array
+
+
+@struct.dataclass
+class BanditParams:
+    max_steps_in_episode: int = 10
+
+
+class Bandit:
+    """A duck-typed env (no gymnax base class): it ends episodes by truncation after 10
+    steps and does not reset itself, so rltui's wrapper resets it."""
+
+    def __init__(self, arms: int = 2):
+        self.arms = arms
+
+    @property
+    def default_params(self) -> BanditParams:
+        return BanditParams()
+
+    def reset(self, key, params):
+        return jnp.zeros((2, 1)), BanditState(jnp.int32(0))  # a 2-D observation, flattened for the MLP
+
+    def step(self, key, state, action, params):
+        time = state.time + 1
+        reward = (action == self.arms - 1).astype(jnp.float32)
+        truncated = time >= params.max_steps_in_episode
+        return jnp.zeros((2, 1)), BanditState(time), reward, jnp.bool_(False), truncated, {}
+
+    def observation_space(self, params):
+        return spaces.Box(0.0, 1.0, (2, 1))
+
+    def action_space(self, params):
+        return spaces.Discrete(self.arms)
+
+
+def make_bandit(arms: int = 2):
+    return Bandit(arms), BanditParams()
+
+
+TRAIN = ["--set", "total_timesteps=16384", "--set", "num_envs=8", "--set", "num_steps=32", "--set", "lr=0.003"]
+
+
+def cli_env(tmp: Path, *, with_module: bool = True) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "COLUMNS", "FORCE_COLOR", "PYTHONPATH")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([str(TESTS)] if with_module else []))
+    env["JAX_PLATFORMS"] = "cpu"
+    env["XDG_CACHE_HOME"] = str(tmp / "cache")
+    return env
+
+
+def rltui(args, tmp: Path, *, with_module: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rltui", *map(str, args)], cwd=tmp, env=cli_env(tmp, with_module=with_module),
+        capture_output=True, text=True, timeout=timeout, check=False,
+    )
+
+
+def final_return(run_dir: Path) -> float:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    returns = [r["episode_return"] for r in rows if r.get("episode_return") is not None]
+    return returns[-1]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("custom")
+    run_dir = tmp / "run"
+    done = rltui(["launch", "--no-ui", "--run-dir", run_dir, "--set", "env=test_custom_env:make_bandit",
+                  "--set", "env_kwargs={arms = 2}", *TRAIN], tmp)
+    assert done.returncode == 0, done.stderr
+    assert "importing env module test_custom_env" in done.stderr
+    return tmp, run_dir
+
+
+def test_bandit_trains_to_its_optimal_return_through_the_import_path(trained):
+    _, run_dir = trained
+    assert final_return(run_dir) >= LEARNED  # random: 5.0, optimal: 10.0
+    config = (run_dir / "config.toml").read_text()
+    assert 'env = "test_custom_env:make_bandit"' in config
+    assert "arms = 2" in config  # the kwargs are recorded, so eval and --resume rebuild the same env
+
+
+def test_info_reads_a_custom_env_run_without_importing_its_module(trained):
+    tmp, run_dir = trained
+    info = rltui(["info", run_dir], tmp, with_module=False)
+    assert info.returncode == 0, info.stderr
+    assert "importing env module" not in info.stderr
+    assert "test_custom_env:make_bandit" in info.stdout
+
+
+def test_eval_of_a_custom_env_run_imports_its_module_and_says_so(trained):
+    tmp, run_dir = trained
+    done = rltui(["eval", run_dir, "--episodes", "4"], tmp)
+    assert done.returncode == 0, done.stderr
+    assert "importing env module test_custom_env" in done.stderr
+    assert "mean 10.00" in done.stdout
+
+
+# --- bad input: one line, exit code 2, nothing written --------------------------------------
+
+BAD_MODULE = '''
+import jax.numpy as jnp
+from gymnax.environments import spaces
+from test_custom_env import Bandit, BanditParams
+
+
+class NoStep:
+    default_params = BanditParams()
+
+    def reset(self, key, params):
+        return jnp.zeros(2), 0
+
+    def observation_space(self, params):
+        return spaces.Box(0, 1, (2,))
+
+    def action_space(self, params):
+        return spaces.Discrete(2)
+
+
+class PythonIf(Bandit):
+    def step(self, key, state, action, params):
+        if action == 1:
+            pass
+        return super().step(key, state, action, params)
+
+
+class MultiDiscrete:
+    n = 3
+
+
+class TwoActionSets(Bandit):
+    def action_space(self, params):
+        return MultiDiscrete()
+
+
+def raises(arms=2):
+    raise ValueError("arms must be positive\\nmore detail")
+'''
+
+BAD_INPUTS = {
+    "not installed": ("no_such_pkg.envs:make", (
+                      "env: cannot import no_such_pkg.envs: no module named 'no_such_pkg' (install it, or put its "
+                      "directory on PYTHONPATH)")),
+    "no attribute": ("test_custom_env:make_nothing", "env: module test_custom_env has no attribute 'make_nothing'"),
+    "import raises": ("import_raises:make", "env: importing import_raises raised RuntimeError: no GPU here"),
+    "call raises": ("bad_envs:raises", "env: bad_envs:raises() raised ValueError: arms must be positive"),
+    "no step": ("bad_envs:NoStep", (
+                "env: bad_envs:NoStep gave a NoStep, which has no step method (an environment needs reset, step, "
+                "observation_space, action_space and default_params, as gymnax's do)")),
+    "not traceable": ("bad_envs:PythonIf", (
+                      "env: bad_envs:PythonIf's step cannot be traced by JAX at bad_envs.py:22: Python control flow "
+                      "on traced values (an if, while or int() on an array; use jnp.where or jax.lax.cond) "
+                      "(TracerBoolConversionError)")),
+    "action space": ("bad_envs:TwoActionSets", (
+                     "env: bad_envs:TwoActionSets's action space MultiDiscrete is not supported; rltui trains "
+                     "Discrete and Box action spaces")),
+}
+
+
+def write_bad_modules(directory: Path) -> None:
+    (directory / "bad_envs.py").write_text(BAD_MODULE)
+    (directory / "import_raises.py").write_text('raise RuntimeError("no GPU here")\n')
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_env_is_one_line_and_exit_2_before_anything_is_written(case, tmp_path, monkeypatch, capsys):
+    from rltui.cli import main
+
+    write_bad_modules(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env_id, message = BAD_INPUTS[case]
+    run_dir = tmp_path / "run"
+    code = main(["launch", "--no-ui", "--run-dir", str(run_dir), "--set", f"env={env_id}"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.splitlines()[-1] == f"rltui: error: {message}"
+    assert "Traceback" not in err
+    assert not run_dir.exists()

@@ -1,0 +1,381 @@
+"""Environments from outside gymnax's registry: by import path (`my_pkg.envs:make_env`,
+called with `env_kwargs`), or a Python object handed over by the API (`register_env`).
+
+Anything with gymnax 1.0's interface trains: `reset(key, params) -> (obs, state)`,
+`step(key, state, action, params) -> (obs, state, reward, terminated, truncated, info)`,
+`observation_space(params)`, `action_space(params)` and `default_params` (or a factory that
+returns `(env, params)`). Every failure is an `EnvImportError` whose message is one line
+for the user: the command line prints it as is.
+
+Nothing here imports JAX at module level: the config layer parses env ids with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import json
+import re
+import sys
+import threading
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+IMPORT_PATH = re.compile(rf"^{_NAME}(\.{_NAME})*:{_NAME}(\.{_NAME})*$")
+# Ids the API gives env objects: never an import path ('#' is not part of a Python name).
+OBJECT_PREFIX = "object:"
+INTERFACE = ("reset", "step", "observation_space", "action_space")
+UNSUPPORTED_SPACES = ("MultiDiscrete", "MultiBinary", "Tuple", "Dict")
+TRACING_HINT = "Python control flow on traced values (an if, while or int() on an array; use jnp.where or jax.lax.cond)"
+
+
+class EnvImportError(ValueError):
+    """An env that cannot be imported or trained on; the message is one line."""
+
+
+class EnvSource(NamedTuple):
+    """An environment as its author made it, before rltui wraps it."""
+
+    env: Any
+    params: Any
+    origin: str  # how messages name it: 'my_pkg.envs:make_env' or 'object:Bandit'
+
+
+class EnvRef(NamedTuple):
+    """An env id split into what to import and how to call it."""
+
+    path: str
+    kwargs: dict[str, Any]
+
+
+def is_import_path(env_id: str) -> bool:
+    return bool(IMPORT_PATH.match(split_env_id(env_id).path))
+
+
+def is_object_id(env_id: str) -> bool:
+    return env_id.startswith(OBJECT_PREFIX)
+
+
+def env_id_with_kwargs(path: str, kwargs: Mapping[str, Any] | None) -> str:
+    """The id the trainers receive (`StaticConfig.env_id`): the import path, followed by
+    its keyword arguments as JSON when there are any, so that one hashable string says how
+    to rebuild the env in any process."""
+    if not kwargs:
+        return path
+    return f"{path} {json.dumps(dict(kwargs), sort_keys=True, separators=(',', ':'))}"
+
+
+def split_env_id(env_id: str) -> EnvRef:
+    path, _, rest = env_id.partition(" ")
+    return EnvRef(path, json.loads(rest) if rest else {})
+
+
+def describe_call(ref: EnvRef) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in ref.kwargs.items())
+    return f"{ref.path}({args})"
+
+
+# Env objects the Python API was given, by the id it assigned them. Per process: a run
+# made this way can only be resumed by a script that hands the same env over again.
+_OBJECTS: dict[str, EnvSource] = {}
+_LOCK = threading.Lock()
+
+
+def register_env(env: Any, params: Any = None) -> str:
+    """Make `env` (or an `(env, params)` pair) available to the trainers under an id of
+    its own (`object:ClassName`, `object:ClassName#2`, ...); the same object gets the same id."""
+    if params is None and isinstance(env, tuple) and len(env) == 2:
+        env, params = env
+    with _LOCK:
+        for key, source in _OBJECTS.items():
+            if source.env is env and source.params is params:
+                return key
+        base = f"{OBJECT_PREFIX}{type(env).__name__}"
+        key, n = base, 1
+        while key in _OBJECTS:
+            n += 1
+            key = f"{base}#{n}"
+        check_interface(env, key, params_given=params is not None)
+        _OBJECTS[key] = EnvSource(env, params if params is not None else env.default_params, key)
+    return key
+
+
+def announce_import(module: str) -> None:
+    """One dim line on stderr naming the module an env comes from, so that a user whose
+    run fails inside it knows which code ran."""
+    dim, plain = ("\x1b[2m", "\x1b[0m") if sys.stderr.isatty() else ("", "")
+    print(f"{dim}importing env module {module}{plain}", file=sys.stderr)
+
+
+def module_of(env_id: str) -> str | None:
+    """The module an env id imports, or None when it imports nothing."""
+    if not is_import_path(env_id):
+        return None
+    return split_env_id(env_id).path.partition(":")[0]
+
+
+@functools.cache
+def load(env_id: str) -> EnvSource:
+    """The env an import-path id (with its JSON kwargs) or an API object id names. Cached:
+    the same id gives the same object, so the trainers' compiled programs are reused."""
+    if is_object_id(env_id):
+        try:
+            return _OBJECTS[env_id]
+        except KeyError:
+            raise EnvImportError(
+                f"env: {env_id} was an object handed to rltui.api in another Python process; "
+                "pass the env object again (rltui.api.train(..., env=...))"
+            ) from None
+    ref = split_env_id(env_id)
+    if not IMPORT_PATH.match(ref.path):
+        raise EnvImportError(f"env: expected an import path like my_pkg.envs:make_env, got {ref.path!r}")
+    module_name, _, attr = ref.path.partition(":")
+    announce_import(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name and (module_name == err.name or module_name.startswith(err.name + ".")):
+            raise EnvImportError(
+                f"env: cannot import {module_name}: no module named {err.name!r} "
+                "(install it, or put its directory on PYTHONPATH)"
+            ) from None
+        raise EnvImportError(f"env: importing {module_name} raised {_one_line(err)}") from None
+    except Exception as err:  # noqa: BLE001 - the user's module may raise anything
+        raise EnvImportError(f"env: importing {module_name} raised {_one_line(err)}") from None
+    target: Any = module
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise EnvImportError(f"env: module {module_name} has no attribute {attr!r}") from None
+    if not callable(target):
+        raise EnvImportError(f"env: {ref.path} is a {type(target).__name__}, not a class or function to call")
+    try:
+        made = target(**ref.kwargs)
+    except Exception as err:  # noqa: BLE001
+        raise EnvImportError(f"env: {describe_call(ref)} raised {_one_line(err)}") from None
+    params = None
+    if isinstance(made, tuple):
+        if len(made) != 2:
+            raise EnvImportError(
+                f"env: {ref.path} returned a tuple of {len(made)}; expected an environment or (env, params)"
+            )
+        made, params = made
+    check_interface(made, ref.path, params_given=params is not None)
+    return EnvSource(made, params if params is not None else made.default_params, ref.path)
+
+
+def check_interface(env: Any, origin: str, *, params_given: bool) -> None:
+    """EnvImportError naming the first method of gymnax's interface `env` lacks."""
+    needed = INTERFACE if params_given else INTERFACE + ("default_params",)
+    for name in needed:
+        if not hasattr(env, name) or (name != "default_params" and not callable(getattr(env, name))):
+            what = "attribute" if name == "default_params" else "method"
+            raise EnvImportError(
+                f"env: {origin} gave a {type(env).__name__}, which has no {name} {what} "
+                f"(an environment needs {', '.join(INTERFACE)} and default_params, as gymnax's do)"
+            )
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+
+
+def traced_failure(err: BaseException, what: str, origin: str) -> EnvImportError:
+    """The one-line message for an exception JAX raised while tracing `what` (reset or
+    step): Python control flow on a traced value is by far the most common cause."""
+    import jax
+
+    location = _user_frame(err)
+    at = f" at {location}" if location else ""
+    tracer_errors = (
+        jax.errors.ConcretizationTypeError,
+        jax.errors.TracerBoolConversionError,
+        jax.errors.TracerIntegerConversionError,
+        jax.errors.TracerArrayConversionError,
+    )
+    if isinstance(err, tracer_errors):
+        return EnvImportError(
+            f"env: {origin}'s {what} cannot be traced by JAX{at}: {TRACING_HINT} ({type(err).__name__})"
+        )
+    return EnvImportError(f"env: {origin}'s {what} raised {_one_line(err)}{at}")
+
+
+def _user_frame(err: BaseException) -> str | None:
+    """file:line of the innermost frame of the traceback outside JAX, gymnax and rltui."""
+    tb = err.__traceback__
+    found = None
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        library = ("/jax/", "/jaxlib/", "/gymnax/", "/flax/", "/trainers/", "/rltui/", "<frozen", "/functools.py",
+                   "/contextlib.py")
+        if not any(part in filename for part in library):
+            found = f"{filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionSpace:
+    """The action space as the policy sees it."""
+
+    discrete: bool
+    num_actions: int
+    shape: tuple[int, ...] = ()  # Box: the shape the env takes actions in
+    low: Any = None
+    high: Any = None
+
+
+def action_space_of(space: Any, origin: str) -> ActionSpace:
+    """Discrete or Box, by gymnax's classes or by their attributes (suites define their
+    own space classes with the same fields)."""
+    import numpy as np
+
+    name = type(space).__name__
+    box_like = all(hasattr(space, a) for a in ("low", "high", "shape"))
+    if name == "Discrete" or (name not in UNSUPPORTED_SPACES and hasattr(space, "n") and not box_like):
+        return ActionSpace(True, int(space.n))
+    if name == "Box" or (name not in UNSUPPORTED_SPACES and box_like):
+        shape = tuple(int(d) for d in space.shape)
+        low = np.broadcast_to(np.asarray(space.low, np.float32), shape).reshape(-1)
+        high = np.broadcast_to(np.asarray(space.high, np.float32), shape).reshape(-1)
+        return ActionSpace(False, int(np.prod(shape, dtype=int)), shape, low, high)
+    raise EnvImportError(
+        f"env: {origin}'s action space {name} is not supported; rltui trains Discrete and Box action spaces"
+    )
+
+
+class ImportedEnv:
+    """An author's env as the trainers step it: float32 observations (a pytree of them
+    flattened and joined into one vector), actions in the env's own shape, boolean
+    terminated/truncated flags, and an automatic reset at the end of an episode with the
+    last observation in `info["final_observation"]` (truncations are bootstrapped from it).
+    An env whose step returns `final_observation` already resets itself; any other is
+    reset here, from a split of the step's key."""
+
+    def __init__(self, env: Any, action: ActionSpace, obs_shape: tuple[int, ...], resets_itself: bool):
+        self._env = env
+        self._action = action
+        self._obs_shape = obs_shape
+        self._resets_itself = resets_itself
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_env":
+            raise AttributeError(name)
+        return getattr(self._env, name)
+
+    def observation_space(self, params) -> Any:
+        import numpy as np
+        from gymnax.environments import spaces
+
+        return spaces.Box(-np.inf, np.inf, self._obs_shape, np.float32)
+
+    def action_space(self, params) -> Any:
+        return self._env.action_space(params)
+
+    def _obs(self, obs):
+        return as_flat_obs(obs, self._obs_shape)
+
+    def reset(self, key, params=None):
+        obs, state = self._env.reset(key, params)
+        return self._obs(obs), state
+
+    def step(self, key, state, action, params=None):
+        import jax
+        import jax.numpy as jnp
+
+        if not self._action.discrete:
+            action = jnp.reshape(action, self._action.shape)
+        step_key = key
+        if not self._resets_itself:
+            step_key, reset_key = jax.random.split(key)
+        obs, next_state, reward, terminated, truncated, info = self._env.step(step_key, state, action, params)
+        terminated = jnp.asarray(terminated).astype(bool)
+        truncated = jnp.asarray(truncated).astype(bool)
+        info = dict(info) if isinstance(info, Mapping) else {}
+        if self._resets_itself:
+            final = self._obs(info["final_observation"])
+            obs = self._obs(obs)
+        else:
+            final = self._obs(obs)
+            reset_obs, reset_state = self._env.reset(reset_key, params)
+            done = terminated | truncated
+            next_state = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), reset_state, next_state)
+            obs = jax.lax.select(done, self._obs(reset_obs), final)
+        info.update(terminated=terminated, truncated=truncated, final_observation=final)
+        return obs, next_state, jnp.asarray(reward, jnp.float32).reshape(()), terminated, truncated, info
+
+
+def as_flat_obs(obs: Any, shape: tuple[int, ...]) -> Any:
+    """`obs` as one float32 array of `shape`: a single array keeps its shape (images stay
+    images for the CNN), a pytree of arrays becomes one flat vector."""
+    import jax
+    import jax.numpy as jnp
+
+    leaves = jax.tree.leaves(obs)
+    if len(leaves) == 1:
+        return jnp.asarray(leaves[0], jnp.float32).reshape(shape)
+    return jnp.concatenate([jnp.asarray(leaf, jnp.float32).reshape(-1) for leaf in leaves])
+
+
+class AdaptedEnv(NamedTuple):
+    """An EnvSource ready for gymnax's observation and logging wrappers."""
+
+    env: Any  # ImportedEnv
+    params: Any
+    obs_shape: tuple[int, ...]
+    action: ActionSpace
+    draw_step: Any  # see EnvSpec.draw_step
+
+
+def adapt(source: EnvSource) -> AdaptedEnv:
+    """Wrap `source` for the trainers, finding the observation shape and whether the env
+    resets itself by tracing reset and step (shapes only: nothing is compiled or run).
+    EnvImportError when either cannot be traced or the action space is not supported."""
+    import jax
+    import numpy as np
+
+    from trainers.presampled_reset import PresampledResetWrapper
+
+    env, params, origin = source
+    try:
+        space = env.action_space(params)
+    except Exception as err:  # noqa: BLE001
+        raise traced_failure(err, "action_space", origin) from None
+    action = action_space_of(space, origin)
+    key = jax.ShapeDtypeStruct((2,), np.uint32)  # a raw threefry key, as jax.random.PRNGKey makes
+    try:
+        obs, state = jax.eval_shape(env.reset, key, params)
+    except Exception as err:  # noqa: BLE001
+        raise traced_failure(err, "reset", origin) from None
+    leaves = jax.tree.leaves(obs)
+    if not leaves:
+        raise EnvImportError(f"env: {origin}'s reset returned no observation arrays")
+    if len(leaves) == 1:
+        obs_shape = tuple(int(d) for d in leaves[0].shape)
+    else:
+        obs_shape = (sum(int(np.prod(leaf.shape, dtype=int)) for leaf in leaves),)
+    dtype = np.int32 if action.discrete else np.float32
+    act = jax.ShapeDtypeStruct(() if action.discrete else action.shape, dtype)
+    try:
+        out = jax.eval_shape(env.step, key, state, act, params)
+    except Exception as err:  # noqa: BLE001
+        raise traced_failure(err, "step", origin) from None
+    if not isinstance(out, tuple) or len(out) != 6:
+        got = f"{len(out)} values" if isinstance(out, tuple) else type(out).__name__
+        raise EnvImportError(
+            f"env: {origin}'s step returned {got}; expected gymnax 1.0's six: "
+            "(obs, state, reward, terminated, truncated, info)"
+        )
+    info = out[5]
+    resets_itself = isinstance(info, Mapping) and "final_observation" in info
+    base, draw_step = env, None
+    from gymnax.environments.environment import Environment
+
+    if isinstance(env, Environment) and type(env).step is Environment.step:
+        base = PresampledResetWrapper(env)  # gymnax's own auto-reset, drawn ahead of the time loop
+        draw_step = functools.partial(base.draw_step, params=params)
+    return AdaptedEnv(ImportedEnv(base, action, obs_shape, resets_itself), params, obs_shape, action, draw_step)
