@@ -214,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a tool SIGPIPE ended
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # what a shell reports for a tool Ctrl+C ended
 
 
 def entry() -> None:
@@ -223,13 +224,26 @@ def entry() -> None:
     interpreter's teardown (JAX's takes most of a second) must not turn that clean end into
     "killed by SIGINT" (exit 130), so the teardown ignores it. Output piped into a reader
     that stops early (`rltui info RUN | head`) ends quietly, as other command-line tools do,
-    not with a traceback."""
+    not with a traceback. A Ctrl+C before training starts (imports, the compile) ends with
+    one line and exit code 130, and removes the run directory it made, which holds no
+    training yet, so that the same --run-dir can be given again."""
     try:
         code = main()
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl+C must not cut the cleanup short
+        code = EXIT_INTERRUPTED
+        from rltui.rundir import discard_unstarted_runs
+
+        removed = discard_unstarted_runs()
+        note = f"; nothing was trained, so {', '.join(map(str, removed))} was removed" if removed else ""
+        try:
+            print(f"rltui: interrupted{note}", file=sys.stderr)
+        except (OSError, ValueError):
+            pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(code)
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import sys
+import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
@@ -18,6 +20,73 @@ from rltui.session import MetricsSnapshot, SessionEvent, SessionListener, Sessio
 from rltui.ui.format import fmt_duration
 
 EXIT_OK, EXIT_ERROR, EXIT_NONFINITE = 0, 1, 3
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+# Signals that stop a run at the next chunk boundary, with a final checkpoint. SIGHUP (the
+# terminal closed, an SSH connection dropped) is one: nobody is left to watch the run.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+OUTPUT_CLOSED = "output closed; training goes on"
+
+
+class GuardedOutput:
+    """The display's stream (stderr), for a reader that may go away: a pipe whose reader
+    exits (`| head -1`), a terminal that hangs up. The first write that fails points the
+    stream's file descriptor (and standard output, when it is the same pipe) at the null
+    device, so that no later write anywhere in the process fails, and calls `on_closed`
+    once; the run itself goes on. Any other attribute is the stream's."""
+
+    def __init__(self, stream: TextIO, on_closed: Callable[[], None] = lambda: None):
+        self._stream = stream
+        self._on_closed = on_closed
+        self._lock = threading.Lock()
+        self.closed_output = False
+
+    def write(self, text: str) -> int:
+        if not self.closed_output:
+            try:
+                return self._stream.write(text)
+            except (OSError, ValueError):  # ValueError: the stream itself was closed
+                self._lost()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.closed_output:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self._lost()
+
+    def _lost(self) -> None:
+        with self._lock:
+            if self.closed_output:
+                return
+            self.closed_output = True
+        try:
+            fd = self._stream.fileno()
+            targets = [fd, 1] if fd != 1 and _same_file(fd, 1) else [fd]
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            for target in targets:
+                os.dup2(devnull, target)
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        self._on_closed()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _same_file(a: int, b: int) -> bool:
+    try:
+        sa, sb = os.fstat(a), os.fstat(b)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+class InterruptedBeforeTraining(KeyboardInterrupt):
+    """Ctrl+C stopped the run before its first update (during the compile): the run ends
+    as a Ctrl+C during start-up does, quietly with exit code 130 (`rltui.cli.entry`), and
+    its run directory, holding no training, is removed."""
 
 
 def _fmt_return(value: float | None) -> str:
@@ -142,8 +211,14 @@ def run_headless(
     `peer_label` ("process I of N"): one process of a multi-process run; it ends by printing
     the digest of its parameters, equal on every process. `run_dir` None: process 0 writes
     the run files, this process none. `on_abort`: what must still happen when a second Ctrl+C
-    quits at once (remove the control socket)."""
-    console = console or Console(stderr=True, soft_wrap=True)
+    quits at once (remove the control socket).
+
+    A closed output does not end the run: the display goes quiet, a warning event says so,
+    and the run goes on to its end and final checkpoint, as under nohup. A run whose last
+    checkpoint failed exits 1, saying what is on disk."""
+    if console is None:
+        output = GuardedOutput(sys.stderr, lambda: session.warn(OUTPUT_CLOSED))
+        console = Console(file=output, soft_wrap=True)
     if attachable:
         console.print(Text(f"Dashboard from another terminal: rltui attach {shlex.quote(str(run_dir))}"), style="dim")
     total = session.total_updates * session.backend.steps_per_update
@@ -164,15 +239,24 @@ def run_headless(
             console.print(Text("Stopping at the next chunk boundary… (Ctrl+C again to quit at once)", style="yellow"))
         session.stop()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     try:
         with listener:
             session.start()
             while not session.join(timeout=0.2):
                 pass
     finally:
+        if not session.join(0):
+            # Leaving early (an exception on this thread): the session still stops at a chunk
+            # boundary and writes its final checkpoint before the process goes.
+            session.stop()
+            session.join()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+    if interrupts and interrupts[0] == signal.SIGINT and session.state is SessionState.FINISHED \
+            and session.updates_done == session.start_update:
+        raise InterruptedBeforeTraining
 
     def finish(message: Text, code: int) -> int:
         console.print(message)
@@ -181,9 +265,22 @@ def run_headless(
         console.print(Text(f"Run files: {run_dir}" if run_dir else f"{peer_label}: run files are written by process 0"))
         return code
 
+    failure = session.checkpoint_failure
     if session.state is SessionState.ERROR:
+        if session.error_checkpoint:
+            console.print(Text(f"Checkpoint after the error: {session.error_checkpoint}.", style="dim"))
         return finish(Text(f"Training failed: {session.error}", style="bold red"), EXIT_ERROR)
     if session.nonfinite:
         return finish(Text("Training diverged (non-finite loss or gradient); stopped.", style="bold red"), EXIT_NONFINITE)
     verb = "Stopped" if session.stopped_early else "Finished"
+    if failure is not None:
+        return finish(Text(checkpoint_failure_line(verb, session.updates_done, failure), style="bold red"), EXIT_ERROR)
     return finish(Text(summary_line(verb, session.updates_done, session.env_steps, listener.latest_return)), EXIT_OK)
+
+
+def checkpoint_failure_line(verb: str, updates: int, failure) -> str:
+    """How a run whose final checkpoint failed ends, here and in the dashboard's exit line;
+    `failure` a session's CheckpointFailure."""
+    noun = "update" if updates == 1 else "updates"
+    return (f"{verb} after {updates:,} {noun}, but the final checkpoint failed ({failure.reason}); "
+            f"{failure.on_disk}.")

@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 from rich.console import Console
 
-from rltui.headless import ProgressListener, return_text, summary_line
+from rltui.headless import GuardedOutput, ProgressListener, return_text, summary_line
 from rltui.session import MetricsSnapshot, SessionState
 
 STEPS = 100  # env steps per update
@@ -118,3 +118,24 @@ def test_summary_line_counts_in_words_a_user_reads():
     assert summary_line("Finished", 21183, 10_845_696, "500.0") == (
         "Finished after 21,183 updates (10,845,696 env steps), latest mean return 500.0."
     )
+
+
+class _ClosedPipe(io.StringIO):
+    """A stream whose reader has gone: every write fails, as stderr into `| head -1` does."""
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def fileno(self):
+        raise io.UnsupportedOperation("no descriptor")  # nothing to point at the null device
+
+
+def test_display_whose_output_goes_away_goes_quiet_and_says_so_once():
+    # rich's own broken-pipe handling raises SystemExit, on the session thread here.
+    closed = []
+    output = GuardedOutput(_ClosedPipe(), lambda: closed.append(1))
+    listener = ProgressListener(Console(file=output, force_terminal=False, width=120), TOTAL * STEPS, plain_interval=0)
+    for update in (1, 2, 3):
+        listener.on_metrics(snapshot(update, sps=100.0))
+    listener.console.print("the last line")
+    assert closed == [1] and output.closed_output

@@ -263,3 +263,124 @@ def test_resolve_checkpoint(tmp_path):
 def test_resolve_checkpoint_of_something_that_is_not_a_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="is not a checkpoint file or a run directory"):
         resolve_checkpoint(Path("/dev/null"))
+
+
+# --- nothing ends the session unreported (issue 21) --------------------------------------
+
+
+class RaisesAt(SessionListener):
+    """A listener that raises `exc` from on_metrics once the session has reached `update`."""
+
+    def __init__(self, exc: BaseException, update: int):
+        self.exc, self.update = exc, update
+
+    def on_metrics(self, snapshot):
+        if snapshot.update >= self.update:
+            raise self.exc
+
+
+@pytest.mark.parametrize(
+    "exc", [SystemExit(1), KeyboardInterrupt(), ValueError("display broke"), BaseException("odd")],
+    ids=["SystemExit", "KeyboardInterrupt", "ValueError", "BaseException"],
+)
+def test_listener_exception_ends_in_error_with_an_event_and_a_checkpoint(tmp_path, exc):
+    # A display's broken-pipe handling raises SystemExit on the session thread, where a
+    # thread swallows it: the session must still say so, and save what it had trained.
+    backend = CountingBackend()
+    session, store, events = run_session(tmp_path, backend, 40)
+    session.add_listener(RaisesAt(exc, 5))
+    session.start()
+    assert session.join(10)
+    assert session.state is SessionState.ERROR
+    assert type(exc).__name__ in session.error and "RaisesAt" in session.error
+    errors = [e for e in events.events if e.kind == "error"]
+    assert len(errors) == 1 and errors[0].data["checkpoint"].startswith("saved checkpoint-")
+    latest = store.latest()
+    assert latest is not None and json.loads(latest.read_bytes())["counter"] == session.updates_done >= 5
+    assert json.loads(latest.read_bytes())["metadata"]["reason"] == "error"
+
+
+def test_a_listener_that_keeps_raising_cannot_hide_the_error(tmp_path):
+    class AlwaysRaises(SessionListener):
+        def on_event(self, event):
+            raise OSError(28, "No space left on device")
+
+    states = []
+
+    class States(SessionListener):
+        def on_state(self, state, message):
+            states.append(state)
+
+    # First in line: the listeners after it must still hear of the error.
+    session = TrainingSession(CountingBackend(), DynamicHParams(), 8, checkpoints=CheckpointStore.for_run(tmp_path))
+    events = Events()
+    for listener in (AlwaysRaises(), events, States()):
+        session.add_listener(listener)
+    session.start()
+    assert session.join(10)
+    assert session.state is SessionState.ERROR and states[-1] is SessionState.ERROR
+    assert "No space left on device" in session.error
+    assert "error" in events.kinds()
+
+
+def test_warning_from_another_thread_becomes_an_event(tmp_path):
+    backend = CountingBackend()
+    backend.gated = True
+    session, _, events = run_session(tmp_path, backend, 8)
+    session.start()
+    session.warn("output closed; training goes on")
+    for _ in range(8):
+        backend.gate.release()
+    assert session.join(10)
+    assert session.state is SessionState.FINISHED
+    warnings = [e for e in events.events if e.kind == "warning"]
+    assert [w.message for w in warnings] == ["output closed; training goes on"]
+    assert events.kinds()[-1] == "finished"
+
+
+def _failing_after(monkeypatch, good: int) -> None:
+    calls = []
+
+    def full_disk(f, data):
+        calls.append(1)
+        if len(calls) > good:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        f.write(data)
+
+    monkeypatch.setattr(checkpoints_module, "write_all", full_disk)
+
+
+@pytest.mark.parametrize("good, on_disk", [
+    (0, "no checkpoint on disk"),
+    (1, "the latest checkpoint on disk is checkpoint-000000005.msgpack (update 5)"),  # chunks 1, 4, 4, 1
+])
+def test_failed_final_checkpoint_is_reported_with_what_is_on_disk(tmp_path, monkeypatch, good, on_disk):
+    _failing_after(monkeypatch, good)
+    backend = CountingBackend()
+    session, _, events = run_session(tmp_path, backend, 10, checkpoint_policy=CheckpointPolicy(every_updates=4))
+    session.start()
+    assert session.join(10)
+    assert session.state is SessionState.FINISHED and session.updates_done == 10
+    failure = session.checkpoint_failure
+    assert failure is not None and failure.reason == "No space left on device" and failure.on_disk == on_disk
+    last_warning = [e.message for e in events.events if e.kind == "warning"][-1]
+    assert last_warning == f"checkpoint of update 10 failed (No space left on device); {on_disk}"
+    assert "earlier checkpoints kept" not in last_warning
+    assert events.events[-1].kind == "finished" and events.events[-1].data["checkpoint_failed"]
+
+
+def test_a_later_successful_save_clears_the_failure(tmp_path, monkeypatch):
+    calls = []
+
+    def once_full(f, data):
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        f.write(data)
+
+    monkeypatch.setattr(checkpoints_module, "write_all", once_full)
+    session, store, _ = run_session(tmp_path, CountingBackend(), 10, checkpoint_policy=CheckpointPolicy(every_updates=4))
+    session.start()
+    assert session.join(10)
+    assert session.checkpoint_failure is None
+    assert store.latest().name == "checkpoint-000000010.msgpack"

@@ -75,8 +75,11 @@ class CheckpointStore:
             Path(tmp).unlink(missing_ok=True)
             raise
         _fsync_dir(self.directory)
-        for old in self.paths()[: -self.keep]:
-            old.unlink(missing_ok=True)
+        try:
+            for old in self.paths()[: -self.keep]:
+                old.unlink(missing_ok=True)
+        except OSError:
+            pass  # the new checkpoint is saved; an old one left over does no harm
         return final
 
     def set_aside_after(self, update: int) -> SetAside | None:
@@ -98,6 +101,12 @@ class CheckpointStore:
         _fsync_dir(folder)
         _fsync_dir(self.directory)
         return SetAside(folder, tuple(u for u, _ in later))
+
+
+def checkpoint_update(path: Path) -> int | None:
+    """The update a checkpoint file's name says it holds; None for another name."""
+    match = _NAME.match(Path(path).name)
+    return int(match.group(1)) if match else None
 
 
 def library_versions() -> dict[str, str]:

@@ -7,6 +7,8 @@ called on the session thread.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import math
 import queue
 import threading
@@ -16,10 +18,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable
 
-from trainers.hparams import LIVE_HPARAMS, DynamicHParams, HParamError, validate_hparam
+from trainers.hparams import DynamicHParams, HParamError, check_changes
 
 from rltui.session.backend import NonFiniteState, TrainingBackend
-from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore, checkpoint_metadata
+from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore, checkpoint_metadata, checkpoint_update
 from rltui.session.commands import Command, Pause, Resume, Rollback, SaveCheckpoint, SetHParams, Stop
 from rltui.session.distributed import BoundarySync, LocalSync
 from rltui.session.events import SessionEvent, SessionState
@@ -44,14 +46,26 @@ class SessionListener:
         pass
 
 
+class ListenerFailed(Exception):
+    """A listener raised (anything, SystemExit included): the session ends in the ERROR state."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointFailure:
+    """Why the latest checkpoint could not be written, and what is on disk instead."""
+
+    reason: str  # e.g. "No space left on device"
+    on_disk: str  # e.g. "the latest checkpoint on disk is checkpoint-000000097.msgpack (update 97)"
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def validate_changes(changes: dict[str, object]) -> dict[str, float]:
     """Check a hyperparameter edit; raise HParamError naming the first bad field."""
-    out = {}
-    for name, value in changes.items():
-        if name not in LIVE_HPARAMS:
-            raise HParamError(f"{name}: not editable while training; editable: {', '.join(LIVE_HPARAMS)}")
-        out[name] = validate_hparam(name, value)
-    return out
+    return check_changes(changes)
 
 
 class TrainingSession:
@@ -100,9 +114,20 @@ class TrainingSession:
         self._edits: list[dict] = []  # the edit log, carried in checkpoints
         self._last_save = (0, clock())  # (update, clock) of the last checkpoint
         self.last_checkpoint: Path | None = None
+        # Set while the latest save attempt failed and none has succeeded since: the run
+        # must not end as if its files were complete.
+        self.checkpoint_failure: CheckpointFailure | None = None
         self.error: str | None = None
+        self.error_checkpoint: str | None = None  # after an error: what became of the last good state
+        # Warnings from other threads (the display lost its output...), logged as events
+        # by the session thread at the next chunk boundary.
+        self._notices: collections.deque[str] = collections.deque()
+        # Once failing, listeners that raise again are passed over: the error must still
+        # reach the others, and the state must still become ERROR.
+        self._failing = False
         self.nonfinite = False
         self.stopped_early = False
+        self.start_update = 0  # where this session's training began (a resume's checkpoint)
 
     # --- client API (any thread) -------------------------------------------------------
     def add_listener(self, listener: SessionListener) -> None:
@@ -122,6 +147,11 @@ class TrainingSession:
 
     def stop(self) -> None:
         self.submit(Stop())
+
+    def warn(self, message: str) -> None:
+        """Log a warning event from any thread; the session thread writes it at the next
+        chunk boundary (or as it ends). Never blocks."""
+        self._notices.append(message)
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the session to end; True once it has. Safe to interrupt."""
@@ -158,6 +188,8 @@ class TrainingSession:
     def _main(self) -> None:
         try:
             self._train()
+        except BaseException as exc:  # noqa: BLE001 - nothing may end this thread unreported
+            self._fail(exc)
         finally:
             self._ended.set()
 
@@ -174,6 +206,7 @@ class TrainingSession:
                 # its update index and the run's clock, both continued from the checkpoint.
                 self._restore(self._resume, "resumed")
                 self._resume = None
+                self.start_update = self._updates_done
             self._event("compiled", f"compiled in {seconds:.1f} s", seconds=seconds)
             self._last_save = (self._updates_done, self._clock())
             self._set_state(SessionState.RUNNING)
@@ -181,23 +214,53 @@ class TrainingSession:
             if self._checkpoints is not None and self._updates_done > self._last_save[0] and not self.nonfinite:
                 # Every process decides alike here: same updates, same saves, same divergence.
                 self._save("final")
+            self._log_notices()
+            failed = {"checkpoint_failed": self.checkpoint_failure.reason} if self.checkpoint_failure else {}
             if self.stopped_early:
-                self._event("finished", f"stopped at update {self._updates_done}")
+                self._event("finished", f"stopped at update {self._updates_done}", **failed)
             else:
-                self._event("finished", f"finished {self._updates_done} updates")
+                self._event("finished", f"finished {self._updates_done} updates", **failed)
             self._set_state(SessionState.FINISHED)
-        except Exception as exc:  # noqa: BLE001 - any trainer failure becomes the ERROR state
-            self.error = f"{type(exc).__name__}: {exc}"
-            self._report_error(exc)
+        except BaseException as exc:  # noqa: BLE001 - any failure, even SystemExit, becomes the ERROR state
+            self._fail(exc)
 
-    def _report_error(self, exc: BaseException) -> None:
+    def _fail(self, exc: BaseException) -> None:
+        """End in the ERROR state: save the last good state if it is newer than the last
+        checkpoint, then log the error and set the state, whatever the listeners do."""
+        if self._failing:
+            return
+        self._failing = True
+        cause = exc.__cause__ if isinstance(exc, ListenerFailed) and exc.__cause__ is not None else exc
+        self.error = str(exc) if isinstance(exc, ListenerFailed) else _describe(exc)
+        self.error_checkpoint = saved = self._save_after_error()
+        self._log_notices()
+        self._event("error", self.error, checkpoint=saved, traceback="".join(traceback.format_exception(cause))[-4000:])
+        self._set_state(SessionState.ERROR, self.error)
+
+    def _save_after_error(self) -> str:
+        """Try to checkpoint the state after the last update that completed (the backend
+        replaces its state only when a chunk returns); says what happened, for the error event."""
+        if self._checkpoints is None:
+            return "checkpoints are off"
+        if self._sync.distributed:
+            return "no checkpoint: the other processes of the run take no part in it after an error"
+        if self.nonfinite or self._updates_done <= self._last_save[0]:
+            return "no newer state to save"
         try:
-            self._event("error", self.error or str(exc), traceback="".join(traceback.format_exception(exc))[-4000:])
-        finally:
-            self._set_state(SessionState.ERROR, self.error)
+            self._save("error")
+        except BaseException as err:  # noqa: BLE001 - the error itself must still be reported
+            return f"checkpoint failed ({_describe(err)})"
+        if self.checkpoint_failure is not None:
+            return f"checkpoint failed ({self.checkpoint_failure.reason}); {self.checkpoint_failure.on_disk}"
+        return f"saved {self.last_checkpoint.name}" if self.last_checkpoint else "saved"
+
+    def _log_notices(self) -> None:
+        while self._notices:
+            self._event("warning", self._notices.popleft())
 
     def _loop(self) -> None:
         while self._updates_done < self.total_updates:
+            self._log_notices()
             if not self._apply_commands():
                 self.stopped_early = True
                 return
@@ -249,13 +312,30 @@ class TrainingSession:
         try:
             path = self._checkpoints.save(data, self._updates_done)
         except OSError as err:
-            self._event("warning", f"checkpoint failed ({err.strerror or err}); earlier checkpoints kept")
+            self.checkpoint_failure = CheckpointFailure(reason=err.strerror or str(err), on_disk=self._on_disk())
+            self._event(
+                "warning",
+                f"checkpoint of update {self._updates_done} failed ({self.checkpoint_failure.reason}); "
+                f"{self.checkpoint_failure.on_disk}",
+            )
             return
+        self.checkpoint_failure = None
         self._last_save = (self._updates_done, self._clock())
         if path is None:  # a peer process of a multi-process run: process 0 wrote the file
             return
         self.last_checkpoint = path
         self._event("checkpoint", f"saved {path.name} ({reason})", path=str(path), reason=reason)
+
+    def _on_disk(self) -> str:
+        """What a failed save leaves: the latest checkpoint actually on disk, or none."""
+        try:
+            latest = self._checkpoints.latest()
+        except OSError as err:
+            return f"the checkpoint directory cannot be read ({err.strerror or err})"
+        if latest is None:
+            return "no checkpoint on disk"
+        update = checkpoint_update(latest)
+        return f"the latest checkpoint on disk is {latest.name}" + ("" if update is None else f" (update {update})")
 
     def _restore(self, data: bytes, verb: str) -> None:
         before = self._updates_done
@@ -382,16 +462,25 @@ class TrainingSession:
             history_env_steps=steps,
             seed_returns=self._store.seed_returns(),
         )
-        for listener in self._listeners:
-            listener.on_metrics(snapshot)
+        self._notify("on_metrics", snapshot)
 
     def _set_state(self, state: SessionState, message: str | None = None) -> None:
         with self._state_lock:
             self._state = state
-        for listener in self._listeners:
-            listener.on_state(state, message)
+        self._notify("on_state", state, message)
 
     def _event(self, kind: str, message: str, **data) -> None:
         event = SessionEvent(kind=kind, update=self._updates_done, message=message, wall_time=self._elapsed(), data=data)
+        self._notify("on_event", event)
+
+    def _notify(self, method: str, *args) -> None:
+        """Call every listener. Whatever one raises (SystemExit and KeyboardInterrupt
+        included: on this thread they would end it unreported) becomes ListenerFailed,
+        which ends the session in the ERROR state; once failing, it is passed over."""
         for listener in self._listeners:
-            listener.on_event(event)
+            try:
+                getattr(listener, method)(*args)
+            except BaseException as exc:
+                if self._failing:
+                    continue
+                raise ListenerFailed(f"{type(listener).__name__} failed: {_describe(exc)}") from exc

@@ -18,52 +18,106 @@ from rltui.session.metrics import MetricsSnapshot
 DISCARDED = "metrics.discarded.jsonl"
 
 
+class RunFileError(OSError):
+    """A run file could not be written; says which, without an errno number."""
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"
+
+
+def _file_error(err: OSError, path: Path) -> RunFileError:
+    return RunFileError(err.errno, err.strerror or str(err), str(path))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` whole, or leave it as it was (a full disk, a crash)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise _file_error(err, path) from None
+
+
 def truncate_metrics(run_dir: Path, last_update: int) -> None:
     """Keep metrics.jsonl's records up to `last_update`, where a resumed or rolled-back run
     goes on from, so the file stays one agent's history with updates in order. The records
     after it (written before a crash, or the updates a rollback undid) move to
-    metrics.discarded.jsonl rather than being lost."""
+    metrics.discarded.jsonl rather than being lost. Each file is replaced whole, so a full
+    disk leaves both as they were; raises RunFileError naming the file."""
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         return
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise _file_error(err, path) from None
     kept, discarded = [], []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in lines:
         try:
             record = json.loads(line)
         except ValueError:
             continue  # a line cut short by a crash
         in_history = isinstance(record, dict) and record.get("update", 0) <= last_update
         (kept if in_history else discarded).append(line + "\n")
+    if len(kept) == len(lines):
+        return  # nothing to move: no write, which a full disk could refuse
     if discarded:
-        with open(path.with_name(DISCARDED), "a", encoding="utf-8") as out:
-            out.write("".join(discarded))
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(kept), encoding="utf-8")
-    os.replace(tmp, path)
+        aside = path.with_name(DISCARDED)
+        try:
+            before = aside.read_text(encoding="utf-8") if aside.exists() else ""
+        except OSError as err:
+            raise _file_error(err, aside) from None
+        if before and not before.endswith("\n"):
+            before += "\n"
+        # Before metrics.jsonl: a failure between the two keeps every record somewhere.
+        _write_atomic(aside, before + "".join(discarded))
+    _write_atomic(path, "".join(kept))
 
 
 class RunRecorder(SessionListener):
+    """Raises RunFileError (which ends the session in the ERROR state) when a file cannot
+    be written; that file is then closed and written no more, and `close` never raises."""
+
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
         self._metrics = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
         self._events = open(self.run_dir / "events.jsonl", "a", encoding="utf-8")
 
+    def _write(self, file, text: str) -> None:
+        try:
+            file.write(text)
+            file.flush()
+        except OSError as err:
+            _close_quietly(file)
+            raise _file_error(err, Path(file.name)) from None
+
     def on_metrics(self, snapshot: MetricsSnapshot) -> None:
         if not snapshot.new_records or self._metrics.closed:
             return
-        self._metrics.write("".join(json.dumps(r.to_json()) + "\n" for r in snapshot.new_records))
-        self._metrics.flush()
+        self._write(self._metrics, "".join(json.dumps(r.to_json()) + "\n" for r in snapshot.new_records))
 
     def on_event(self, event: SessionEvent) -> None:
         if self._events.closed:
             return
-        self._events.write(json.dumps(event.to_json()) + "\n")
-        self._events.flush()
+        self._write(self._events, json.dumps(event.to_json()) + "\n")
         if event.kind == "rolled back" and not self._metrics.closed:
             self._metrics.close()
             truncate_metrics(self.run_dir, event.update)
             self._metrics = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
 
     def close(self) -> None:
-        self._metrics.close()
-        self._events.close()
+        _close_quietly(self._metrics)
+        _close_quietly(self._events)
+
+
+def _close_quietly(file) -> None:
+    """Close even when the last flush fails (a full disk): the session has reported it."""
+    try:
+        file.close()
+    except OSError:
+        pass

@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import signal
+import sys
+import threading
 from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
 
 from rltui.config import RunConfig
-from rltui.headless import return_text, summary_line
+from rltui.headless import GuardedOutput, checkpoint_failure_line, return_text, summary_line
 from rltui.session import MetricsSnapshot, SessionState
 from rltui.session.interface import SessionClient
 from rltui.ui.app import LIVE, STOP_TIMEOUT, DashboardApp
@@ -21,16 +25,44 @@ def run_dashboard(
     """Run the dashboard until the user quits, then let go of the session: stop an owned
     one and wait for it (bounded), or detach from an attached one, which goes on. 0, or 1
     if training or the UI failed. Raises ValueError for an unknown theme, before anything
-    starts."""
+    starts.
+
+    SIGHUP (the terminal closed, an SSH connection dropped) is a quit with nobody left to
+    ask: an owned run stops at the next chunk boundary and writes its final checkpoint (the
+    wait is not bounded then), an attached one is left running."""
     app = DashboardApp(session, config, Path(run_dir), theme=theme, device_source=device_source)
+    hung_up = threading.Event()
+
+    def on_hangup(signum, frame):
+        hung_up.set()
+        if not session.outlives_client:
+            session.stop()
+        try:
+            loop = asyncio.get_running_loop()  # the app's, on this (the main) thread
+        except RuntimeError:
+            return  # the app has not started, or has ended: run_dashboard goes on to let go
+        loop.call_soon_threadsafe(app.exit)
+
+    previous = signal.signal(signal.SIGHUP, on_hangup)
     try:
-        app.run()
+        try:
+            app.run()
+        except OSError:
+            if not hung_up.is_set():
+                raise  # the terminal is gone after a hang-up: the run still ends as it should
+        finally:
+            ended = _let_go(session, None if hung_up.is_set() else STOP_TIMEOUT)
     finally:
-        ended = _let_go(session)
-    console = Console(stderr=True, soft_wrap=True, highlight=False)
+        signal.signal(signal.SIGHUP, previous)
+    # The terminal may be gone (a hang-up): the last words must not fail the exit.
+    console = Console(file=GuardedOutput(sys.stderr), soft_wrap=True, highlight=False)
     snapshot = app.latest
+    failure = None if session.outlives_client else getattr(session, "checkpoint_failure", None)
     if snapshot is not None:
-        console.print(_summary(session.state, snapshot))
+        if failure is not None and session.state is SessionState.FINISHED:
+            console.print(Text(_failure_summary(snapshot, failure), style="bold red"))
+        else:
+            console.print(_summary(session.state, snapshot))
     if not ended:
         console.print(Text(f"The session did not stop within {STOP_TIMEOUT:.0f} s; leaving it.", style="yellow"))
     if session.state is SessionState.ERROR:
@@ -38,8 +70,13 @@ def run_dashboard(
     elif session.outlives_client and session.state in LIVE:
         console.print(Text(f"Detached; the run goes on ({session.state.value}). Attach again with: rltui attach {run_dir}"))
     console.print(Text(f"Run files: {run_dir}"))
-    failed = session.state is SessionState.ERROR or (app.return_code or 0) != 0
+    failed = session.state is SessionState.ERROR or (app.return_code or 0) != 0 or failure is not None
     return 1 if failed else 0
+
+
+def _failure_summary(snapshot: MetricsSnapshot, failure) -> str:
+    verb = "Finished" if snapshot.update >= snapshot.total_updates else "Stopped"
+    return checkpoint_failure_line(verb, snapshot.update, failure)
 
 
 def _summary(state: SessionState, snapshot: MetricsSnapshot) -> str:
@@ -50,12 +87,12 @@ def _summary(state: SessionState, snapshot: MetricsSnapshot) -> str:
     return f"At update {snapshot.update:,} ({snapshot.env_steps:,} env steps)."
 
 
-def _let_go(session: SessionClient) -> bool:
-    """False if an owned session did not stop in time."""
+def _let_go(session: SessionClient, timeout: float | None = STOP_TIMEOUT) -> bool:
+    """False if an owned session did not stop within `timeout` (None: no bound)."""
     if session.outlives_client:
         session.close()  # detach: the job is not ours to stop
         return True
     if session.state is SessionState.IDLE:
         return True
     session.stop()  # a no-op for a session that has already ended
-    return session.join(timeout=STOP_TIMEOUT)
+    return session.join(timeout=timeout)
