@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from control_client import served
+from control_client import LineClient, served, wait_for
 from fakes import FakeSession, fixed_device_stats
 from rltui.config import RunConfig
-from rltui.session import Pause, SessionState, Stop
+from rltui.session import Pause, Resume, SessionState, Stop
 from rltui.session.control_paths import SOCKET_NAME
 from rltui.session.remote import LOST, RemoteSession
 from rltui.ui.app import DashboardApp
@@ -124,7 +124,7 @@ def test_help_palette_and_ctrl_q_of_an_attached_dashboard(tmp_path):
         async def scenario(app, pilot):
             await pilot.press("question_mark")
             assert isinstance(app.screen, HelpScreen)
-            keys = str(app.screen.query_one("#help-keys").content)
+            keys = app.screen.text
             assert "leave the attached run" in keys and "stops the run)" not in keys
             await pilot.press("escape")
             titles = {command.title for command in app.get_system_commands(app.screen)}
@@ -232,14 +232,15 @@ def test_attach_with_nothing_to_attach_to_is_one_line_and_exit_2(tmp_path):
         assert len(lines) == 1 and lines[0].startswith("rltui: error: ") and expected in lines[0], result.stderr
 
 
-def _run_in_a_terminal(argv: list[str], cwd: Path, until: bytes, keys: bytes, timeout: float = 60) -> tuple[int, str]:
+def _run_in_a_terminal(argv: list[str], cwd: Path, until: bytes, keys: bytes, timeout: float = 60,
+                       size: tuple[int, int] = (100, 30)) -> tuple[int, str]:
     """Run `rltui argv` on a pseudo-terminal, type `keys` once `until` is on screen."""
     # subprocess forks and execs in C: no Python runs in a forked copy of this (JAX-
     # threaded) process, which pty.fork would do.
     fd, terminal = os.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "rltui", *argv], cwd=cwd, stdin=terminal, stdout=terminal, stderr=terminal,
-        env=cli_env(cwd / "c", COLUMNS="100", LINES="30", TERM="xterm-256color"), start_new_session=True,
+        env=cli_env(cwd / "c", COLUMNS=str(size[0]), LINES=str(size[1]), TERM="xterm-256color"), start_new_session=True,
     )
     os.close(terminal)
     screen, typed = b"", False
@@ -355,3 +356,63 @@ def test_serve_offers_the_attached_dashboard_on_localhost(tmp_path):
             out, err = proc.communicate(timeout=30)
         assert "attach" in out and str(run_dir) in out.replace("\n", "")
         assert "Traceback" not in err
+
+
+# --- issue 28: attaching to a paused run ------------------------------------------------------
+
+
+def _paused_after_a_pause_and_resume(fake) -> None:
+    fake.on_thread(fake.event, "compiled", "compiled in 1.0 s")
+    fake.on_thread(fake.advance, 5)
+    for command, state in ((Pause(), SessionState.PAUSED), (Resume(), SessionState.RUNNING),
+                           (Pause(), SessionState.PAUSED)):
+        fake.submit(command)
+        wait_for(lambda: fake.state is state)  # noqa: B023 - called before the loop moves on
+
+
+def test_attaching_to_a_paused_run_draws_the_events_it_logged_before(tmp_path):
+    # On a real terminal: the events a run logged before this client attached are drawn
+    # at once, not only when the next event comes.
+    with served(tmp_path) as (fake, _):
+        _paused_after_a_pause_and_resume(fake)
+        for size in ((120, 40), (100, 30)):  # every panel at once, and the compact layout
+            code, screen = _run_in_a_terminal(["attach", str(tmp_path)], tmp_path, until=b"resumed", keys=b"q",
+                                              timeout=20, size=size)
+            assert code == 0, screen[-2000:]
+            assert "resumed" in screen and "compiled" in screen
+
+
+def test_a_paused_run_attached_later_counts_elapsed_from_now(tmp_path):
+    # The run's clock goes on while paused: a client attaching later shows the time of
+    # now, not the time of the last chunk plus its own time attached.
+    with served(tmp_path) as (fake, server):
+        fake.on_thread(fake.advance, 5)  # the snapshot says elapsed 0.05 s
+        fake.submit(Pause())
+        wait_for(lambda: fake.state is SessionState.PAUSED)
+        time.sleep(2.2)
+        client = LineClient(server.path)
+        snapshot = client.until(lambda m: m["type"] == "snapshot")
+        client.close()
+        assert snapshot["update"] == 5 and snapshot["elapsed"] >= 2.2
+
+        async def scenario(app, pilot):
+            await until(pilot, lambda: app.latest is not None)
+            assert "elapsed 0:02" in progress_text(app)
+
+        run_attached(tmp_path, scenario)
+
+
+def test_the_stop_question_of_a_paused_attached_run_offers_to_keep_it_paused(tmp_path):
+    with served(tmp_path) as (fake, _):
+        fake.submit(Pause())
+        wait_for(lambda: fake.state is SessionState.PAUSED)
+
+        async def scenario(app, pilot):
+            await until(pilot, lambda: status_text(app) == "paused")
+            await pilot.press("k")
+            assert isinstance(app.screen, StopRunConfirm)
+            assert str(app.screen.query_one("#quit-no").label) == "Keep it paused (n)"
+            await pilot.press("n")
+
+        run_attached(tmp_path, scenario)
+        assert fake.commands == [Pause()]

@@ -223,3 +223,22 @@ def test_device_panel_text(stats, expected):
     from rltui.ui.widgets.devices import describe_stats
 
     assert describe_stats(stats).plain.splitlines() == expected
+
+
+def test_a_watched_run_that_has_ended_is_said_in_words():
+    # An attached dashboard watches the run's process; once the run ends, that process is
+    # gone: the panel says so, not a psutil exception.
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        sampler = DeviceSampler(use_jax=False, use_nvml=False, pid=child.pid)
+        assert sampler.sample().process_rss is not None
+    finally:
+        child.kill()
+        child.wait(10)
+    from rltui.ui.widgets.devices import describe_stats
+
+    stats = sampler.sample()
+    assert stats.process_rss is None
+    assert stats.unavailable["memory"] == "the run's process has ended"
+    text = describe_stats(stats).plain
+    assert "the run's process has ended" in text and "NoSuchProcess" not in text and "pid=" not in text

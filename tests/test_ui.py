@@ -548,7 +548,7 @@ def test_help_screen_and_command_palette_list_every_action(tmp_path):
     async def scenario(app, pilot):
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        keys = str(app.screen.query_one("#help-keys").content)
+        keys = app.screen.text
         assert "p, space" in keys and "edit a hyperparameter" in keys
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
@@ -631,3 +631,207 @@ def test_end_to_end_with_the_real_trainer(tmp_path):
     assert seen["kinds"][:4] == ["compiled", "paused", "hparams", "resumed"]
     assert "set lr 0.00025 -> 0.001" in seen["log"]
     assert len(seen["edits"]) == 1
+
+
+# --- issue 28: the rough edges of daily use -------------------------------------------------
+
+
+def _eta(app) -> str | None:
+    """The ETA the progress line shows ('—' while unsettled), or None if it shows none."""
+    import re
+
+    found = re.search(r"ETA (\S+)", progress_text(app))
+    return found.group(1) if found else None
+
+
+def test_eta_waits_for_the_second_chunk_after_each_start(tmp_path):
+    # The first chunk after a start (or a resume) pays start-up costs: its speed would
+    # throw the ETA, so it shows a dash until the second.
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        fake.on_thread(fake.advance, 10)
+        await until(pilot, lambda: "update 10/" in progress_text(app))
+        assert _eta(app) == "—"
+        fake.on_thread(fake.advance, 10)
+        await until(pilot, lambda: "update 20/" in progress_text(app))
+        assert _eta(app) == "0:09"  # 980 updates x 512 steps at 51.2k SPS: 9.8 s
+        await pilot.press("p")
+        await until(pilot, lambda: status_text(app) == "paused")
+        await pilot.press("p")
+        await until(pilot, lambda: status_text(app) == "running")
+        fake.on_thread(fake.advance, 10)
+        await until(pilot, lambda: "update 30/" in progress_text(app))
+        assert _eta(app) == "—"
+        fake.on_thread(fake.advance, 10)
+        await until(pilot, lambda: "update 40/" in progress_text(app))
+        assert _eta(app) == "0:09"
+
+    run_scenario(fake, tmp_path, scenario)
+
+
+def test_a_stopped_or_failed_run_shows_no_eta(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        fake.on_thread(fake.advance, 10)
+        await until(pilot, lambda: "update 10/" in progress_text(app))
+        fake.on_thread(fake.advance, 10)
+        await until(pilot, lambda: _eta(app) == "0:09")
+        fake.submit(Stop())  # what k does, for every client
+        await until(pilot, lambda: app.session_state is SessionState.FINISHED)
+        assert status_text(app) == "finished"
+        assert _eta(app) is None and "update 20/1,000" in progress_text(app)
+
+    run_scenario(fake, tmp_path, scenario)
+
+    failed = FakeSession()
+
+    async def failing(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        failed.on_thread(failed.advance, 10)
+        await until(pilot, lambda: "update 10/" in progress_text(app))
+        failed.on_thread(failed.advance, 10)
+        await until(pilot, lambda: _eta(app) == "0:09")
+        failed.on_thread(failed.set_state, SessionState.ERROR, "boom")
+        await until(pilot, lambda: app.session_state is SessionState.ERROR)
+        assert _eta(app) is None
+
+    run_scenario(failed, tmp_path, failing)
+
+
+def test_the_quit_question_of_a_paused_run_offers_to_keep_it_paused(tmp_path):
+    fake = FakeSession()
+
+    def no_button(app) -> str:
+        return str(app.screen.query_one("#quit-no").label)
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        await pilot.press("q")
+        assert no_button(app) == "Keep training (n)"
+        await pilot.press("n", "p")
+        await until(pilot, lambda: status_text(app) == "paused")
+        await pilot.press("q")
+        assert isinstance(app.screen, QuitConfirm)
+        assert no_button(app) == "Keep it paused (n)"
+        await pilot.press("n")
+        assert status_text(app) == "paused" and fake.commands_of(Stop) == []
+
+    run_scenario(fake, tmp_path, scenario)
+
+
+def test_on_pause_the_status_line_shows_the_update_it_paused_at(tmp_path):
+    # Snapshots are drawn at most once per refresh_interval; pausing must not leave an
+    # older update on the status line beside the event that names the newer one.
+    fake = FakeSession()
+    app = DashboardApp(fake, RunConfig(), tmp_path, device_source=fixed_device_stats(), chart_interval=0,
+                       refresh_interval=60, user_theme_dir=tmp_path / "no-user-themes")
+
+    async def main():
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: fake.started and app.session_state is SessionState.RUNNING)
+            fake.on_thread(fake.advance, 5)
+            await until(pilot, lambda: "update 5/" in progress_text(app))
+            fake.on_thread(fake.advance, 10)  # drawn in a minute, unless something says otherwise
+            await until(pilot, lambda: app.latest.update == 15)
+            assert "update 5/" in progress_text(app)
+            await pilot.press("p")
+            await until(pilot, lambda: "paused    at update 15" in app.dashboard.events_log.text, timeout=2)
+            assert "update 15/" in progress_text(app) and status_text(app) == "paused"
+
+    asyncio.run(main())
+
+
+def test_palette_quit_says_it_asks_and_has_no_keys_entry(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        commands = {command.title: command.help for command in app.get_system_commands(app.screen)}
+        assert "Keys" not in commands  # Help (?) lists the keys
+        assert "as soon as possible" not in commands["Quit"] and "asks first" in commands["Quit"]
+        assert list(commands).count("Quit") == 1
+
+    run_scenario(fake, tmp_path, scenario)
+
+
+@pytest.mark.parametrize("key, dialog", [("q", QuitConfirm), ("e", HParamEditor), ("question_mark", HelpScreen)])
+def test_dialogs_leave_the_dashboard_in_sight(tmp_path, key, dialog):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 30)
+        await until(pilot, lambda: "update 30/" in progress_text(app))
+        await pilot.press(key)
+        await until(pilot, lambda: isinstance(app.screen, dialog))
+        await pilot.pause()
+        assert 0 < app.screen.styles.background.a < 1  # tinted, not opaque
+        # What the terminal shows: the chart's title and the status line around the dialog.
+        screen = app.export_screenshot()
+        assert "episode" in screen and "update" in screen and "30/1,000" in screen.replace("&#160;", " ")
+
+    run_scenario(fake, tmp_path, scenario, size=(120, 40))
+
+
+def test_screenshot_leaves_out_the_notes_on_screen(tmp_path):
+    fake = FakeSession()
+    app = DashboardApp(fake, RunConfig(), tmp_path, device_source=fixed_device_stats(), chart_interval=0,
+                       refresh_interval=0, user_theme_dir=tmp_path / "no-user-themes")
+
+    async def main():
+        async with app.run_test(size=(100, 30), notifications=True) as pilot:  # toasts drawn, as in a terminal
+            await until(pilot, lambda: fake.started)
+            fake.on_thread(fake.advance, 7)
+            await until(pilot, lambda: "update 7/" in progress_text(app))
+            app.notify("an earlier note the screenshot must not show", timeout=30)
+            await pilot.press("x")  # its own note says where the file went
+            await until(pilot, lambda: any("screenshot-u000007" in n for n in notes(app)))
+            await until(pilot, lambda: "screenshot saved" in app.export_screenshot().replace("&#160;", " "))
+            for svg in tmp_path.glob("screenshot-*.svg"):
+                svg.unlink()
+            await pilot.press("x")  # the second shows neither note
+            await until(pilot, lambda: any(tmp_path.glob("screenshot-*.svg")))
+            await pilot.pause(0.1)
+
+    asyncio.run(main())
+    (svg,) = tmp_path.glob("screenshot-u000007-*.svg")
+    text = svg.read_text().replace("&#160;", " ")
+    assert "update 7/1,000" in text
+    assert "earlier" not in text and "screenshot saved" not in text
+
+
+def test_at_80_columns_the_progress_line_keeps_the_eta_whole(tmp_path):
+    fake = FakeSession(total_updates=781_250, steps_per_update=256)
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        fake.on_thread(fake.advance, 1692)
+        await until(pilot, lambda: "update 1,692/" in progress_text(app))
+        fake.on_thread(fake.advance, 10)
+        await until(pilot, lambda: "update 1,702/781,250" in progress_text(app))
+        label = app.dashboard.query_one("#progress")
+        text = progress_text(app)
+        assert len(text) <= label.content_region.width, text
+        assert _eta(app) == "1:04:57"  # (781,250 - 1,702) x 256 steps at 51.2k SPS, whole
+        assert "elapsed" in text
+
+    run_scenario(fake, tmp_path, scenario, size=(80, 24))
+
+
+def test_at_80_columns_wrapped_help_lines_keep_their_indent(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.pause()
+        texts = list(app.screen.query(".help-text"))
+        keys = list(app.screen.query(".help-key"))
+        assert len({text.region.x for text in texts}) == 1  # one column, whatever wraps
+        assert texts[0].region.x > max(key.region.right for key in keys) - 1
+        assert any(text.region.height > 1 for text in texts)  # some do wrap at this width
+        assert "p, space" in app.screen.text and "edit a hyperparameter" in app.screen.text
+
+    run_scenario(fake, tmp_path, scenario, size=(80, 24))

@@ -67,3 +67,27 @@ def test_editor_80x24(snap_compare, tmp_path):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_quit_dialog_80x24(snap_compare, tmp_path):
+    # The dialog is tinted, not opaque: the dashboard stays in sight behind it.
+    app, settle = dashboard_with_history(tmp_path)
+
+    async def run_before(pilot):
+        await settle(pilot)
+        await pilot.press("q")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_help_80x24(snap_compare, tmp_path):
+    # A description that wraps goes on under itself, not at column 0.
+    app, settle = dashboard_with_history(tmp_path)
+
+    async def run_before(pilot):
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

@@ -166,6 +166,7 @@ class ControlServer(SessionListener):
         self._state: SessionState = session.state
         self._state_message: str | None = None
         self._latest_head: dict[str, Any] | None = None
+        self._latest_at = 0.0  # when it came (time.monotonic)
         self._history: collections.deque[_Kept] = collections.deque(maxlen=history)
         self._events: collections.deque[bytes] = collections.deque(maxlen=events)
         self._describe: dict = {}
@@ -377,6 +378,11 @@ class ControlServer(SessionListener):
             # paused) would otherwise show as undone until the next chunk. Owed, not
             # encoded: it goes out as fast as the client reads, a piece at a time.
             head = {**self._latest_head, "hparams": hparams}
+            if not self._state.is_final:
+                # The run's clock goes on while paused, and between chunks: the elapsed
+                # time of now, not of the last chunk, or a client attaching to a run paused
+                # for an hour would count on from before that hour.
+                head["elapsed"] = round(head["elapsed"] + time.monotonic() - self._latest_at, 4)
             client.owed = _Owed(head, collections.deque((kept.json for kept in self._history), maxlen=self.history))
             client.queue.append(client.owed)
         for data in self._events:
@@ -464,6 +470,7 @@ class ControlServer(SessionListener):
             head = protocol.snapshot_head(payload)
             records = [protocol.encode_record(record) for record in payload.new_records]
             self._latest_head = head
+            self._latest_at = time.monotonic()
             self._history.extend(_Kept(r.update, data) for r, data in zip(payload.new_records, records, strict=True))
             line = protocol.snapshot_line(head, records)
             for client in list(self._clients):

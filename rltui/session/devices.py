@@ -120,8 +120,18 @@ class DeviceSampler:
             out["process_rss"] = int(self._process.memory_info().rss)
             out["memory_total"] = int(self._psutil.virtual_memory().total)
         except Exception as exc:  # noqa: BLE001
-            unavailable["memory"] = _reason(exc)
+            unavailable["memory"] = self._process_problem(exc)
         return out
+
+    def _process_problem(self, exc: BaseException) -> str:
+        """Why the watched process's memory cannot be read, in words: the usual causes
+        (the run has ended, another user's process) are not failures of rltui."""
+        whose = "this process" if self._pid is None else "the run's process"
+        if isinstance(exc, getattr(self._psutil, "NoSuchProcess", ())):
+            return f"{whose} has ended"
+        if isinstance(exc, getattr(self._psutil, "AccessDenied", ())):
+            return f"not permitted to read {whose}"
+        return _reason(exc)
 
     def _sample_jax(self, unavailable: dict[str, str]) -> tuple[JaxDeviceStats, ...]:
         if self._pid is not None:

@@ -96,6 +96,10 @@ class DashboardApp(App[None]):
         self._latest_at = 0.0  # when it arrived (self._clock)
         self._shown_at: float | None = None  # when the snapshot on screen arrived
         self._compile_started: float | None = None
+        # The update of the first chunk seen since training (re)started: that chunk pays
+        # start-up costs (a compile, caches), so its speed says little about the rest, and
+        # the ETA waits for a later one.
+        self._first_chunk_update: int | None = None
         self.quitting = False  # Stop sent; the app exits when the session has ended
         self.attached = session.outlives_client  # the run goes on without this dashboard
         self.dashboard = DashboardScreen(config, chart_interval=chart_interval)
@@ -130,9 +134,18 @@ class DashboardApp(App[None]):
         self._dashboard_ready = True
         for early in self._early:
             self._handle(early)
+        if self._early:
+            # On a terminal, panels filled in this first frame (the events a run had
+            # logged before this client attached) can keep the height of their empty
+            # text: lay them out again once that frame is drawn.
+            self.call_after_refresh(self._relayout_dashboard)
         self._early.clear()
         if self.session.state is SessionState.IDLE:
             self.session.start()
+
+    def _relayout_dashboard(self) -> None:
+        for widget in self.dashboard.walk_children():
+            widget.refresh(layout=True)
 
     def on_unmount(self) -> None:
         self.device_source.close()
@@ -158,6 +171,8 @@ class DashboardApp(App[None]):
             return
         self.latest = message.snapshot
         self._latest_at = self._clock()
+        if message.snapshot.new_records and self._first_chunk_update is None:
+            self._first_chunk_update = message.snapshot.update
         if self._show_timer is not None:
             return  # already due: it will show this newer snapshot
         if self.refresh_interval <= 0:
@@ -169,12 +184,20 @@ class DashboardApp(App[None]):
         wait = max(AFTER_CHUNK_DELAY, self._last_shown + self.refresh_interval - time.monotonic())
         self._show_timer = self.set_timer(wait, self._show_latest)
 
+    def _show_now(self) -> None:
+        """Show the latest snapshot now rather than when its timer fires."""
+        if self._show_timer is not None:
+            self._show_timer.stop()
+            self._show_latest()
+
     def _show_latest(self) -> None:
         self._show_timer = None
         self._last_shown = time.monotonic()
         if self.latest is not None:
             try:
                 self._shown_at = self._latest_at
+                first = self._first_chunk_update
+                self.dashboard.status.eta_settled = first is not None and self.latest.update > first
                 self.dashboard.show_snapshot(self.latest, age=self._clock() - self._shown_at)
                 self._flush_chart_unless_running()
             except NoMatches:
@@ -192,6 +215,12 @@ class DashboardApp(App[None]):
         state = message.state
         if state is SessionState.COMPILING:
             self._compile_started = self._clock()
+        if state is SessionState.RUNNING and self.session_state is not SessionState.RUNNING:
+            self._first_chunk_update = None
+        if state is not SessionState.RUNNING:
+            # Training stands still now: the update it stopped at is shown at once, the
+            # same the event says, not a throttled older one.
+            self._show_now()
         self.session_state, self.state_message = state, message.message
         confirmed = (self.pending == "pausing" and state is SessionState.PAUSED) or (
             self.pending == "resuming" and state is SessionState.RUNNING
@@ -213,6 +242,8 @@ class DashboardApp(App[None]):
         if self._hold_until_ready(message):
             return
         event = message.event
+        if self.latest is not None and self.latest.update >= event.update:
+            self._show_now()  # the status line agrees with the event's update
         self.dashboard.add_event(event)
         if event.kind == "hparams":
             self.dashboard.chart.add_edit(event.update * self.config.steps_per_update)
@@ -365,6 +396,12 @@ class DashboardApp(App[None]):
         self.dashboard.action_cycle_side_panel()
 
     def action_save_svg(self) -> None:
+        # Earlier notes (a saved checkpoint, the last screenshot's path) are not part of
+        # the dashboard: they go first, and the screenshot waits for a frame without them.
+        self.clear_notifications()
+        self.call_after_refresh(self._save_svg)
+
+    def _save_svg(self) -> None:
         update = self.latest.update if self.latest is not None else 0
         name = f"screenshot-u{update:06d}-{time.strftime('%H%M%S')}.svg"
         try:
@@ -384,7 +421,7 @@ class DashboardApp(App[None]):
 
     def action_stop_run(self) -> None:
         if not isinstance(self.screen, StopRunConfirm) and not self._refused("stop_run"):
-            self.push_screen(StopRunConfirm(), self._stop_run_answered)
+            self.push_screen(StopRunConfirm(self.session_state, self.pending), self._stop_run_answered)
 
     def _stop_run_answered(self, stop: bool | None) -> None:
         if stop and self.is_live:
@@ -419,8 +456,14 @@ class DashboardApp(App[None]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         for command in super().get_system_commands(screen):
-            if command.title != "Screenshot":  # ours saves into the run directory
+            # Ours: Screenshot saves into the run directory, Quit asks first while
+            # training runs, and Help lists the keys that Textual's Keys panel would.
+            if command.title not in ("Screenshot", "Quit", "Keys"):
                 yield command
+        if self.attached:
+            yield SystemCommand("Detach", "Leave the run; it goes on (q)", self.action_detach)
+        else:
+            yield SystemCommand("Quit", "Stops training; asks first while it runs (q)", self.action_quit)
         yield SystemCommand("Pause / resume training", "At the next chunk boundary (p)", self.action_toggle_pause)
         yield SystemCommand("Edit hyperparameters", "Change lr, gamma, ... live, no recompile (e)", self.action_edit_hparams)
         yield SystemCommand("Save checkpoint", "At the next chunk boundary (s)", self.action_save_checkpoint)

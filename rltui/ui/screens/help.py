@@ -6,7 +6,7 @@ from typing import Iterable
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import Grid, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -44,13 +44,26 @@ class HelpScreen(ModalScreen[None]):
         self.bindings = list(bindings)
 
     def compose(self) -> ComposeResult:
+        rows = key_help(self.bindings, self.app.get_key_display)
+        rows.append(("ctrl+p", "command palette: every action, and the theme"))
         with VerticalScroll(id="help-dialog"):
-            yield Static(id="help-keys", markup=False)
+            # A grid, so that a description that wraps goes on under itself, not under the keys.
+            with Grid(id="help-keys"):
+                for keys, text in rows:
+                    yield Static(keys, classes="help-key", markup=False)
+                    yield Static(text, classes="help-text", markup=False)
             yield Static(_NOTES, id="help-notes", markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#help-dialog").border_title = "help (Esc closes)"
-        rows = key_help(self.bindings, self.app.get_key_display)
-        rows.append(("ctrl+p", "command palette: every action, and the theme"))
-        width = max(len(keys) for keys, _ in rows)
-        self.query_one("#help-keys", Static).update("\n".join(f"{keys:>{width}}  {text}" for keys, text in rows))
+
+    @property
+    def rows(self) -> list[tuple[str, str]]:
+        """(keys, description) as shown."""
+        keys = [str(s.content) for s in self.query(".help-key").results(Static)]
+        texts = [str(s.content) for s in self.query(".help-text").results(Static)]
+        return list(zip(keys, texts))
+
+    @property
+    def text(self) -> str:
+        return "\n".join(f"{keys}  {text}" for keys, text in self.rows)

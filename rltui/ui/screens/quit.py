@@ -34,7 +34,7 @@ class QuitConfirm(ModalScreen[bool]):
 
     BINDINGS = [
         Binding("y", "answer(True)", "Stop and quit"),
-        Binding("n,escape", "answer(False)", "Keep training"),
+        Binding("n,escape", "answer(False)", "Cancel"),
     ]
     TITLE = "quit"
     YES = "Stop and quit (y)"
@@ -55,13 +55,19 @@ class QuitConfirm(ModalScreen[bool]):
             return _BEFORE_STOPPING[self.state]
         return "Run files are kept; the chunk in flight finishes first."
 
+    @property
+    def no(self) -> str:
+        """The button that leaves the run as it is: a paused run is not kept training."""
+        paused = self.pending == "pausing" or (self.state is SessionState.PAUSED and self.pending != "resuming")
+        return "Keep it paused (n)" if paused else "Keep training (n)"
+
     def compose(self) -> ComposeResult:
         with Vertical(id="quit-dialog"):
             yield Label(self.question, id="quit-question", markup=False)
             yield Label(self.detail, id="quit-detail", markup=False)
             with Horizontal(id="quit-buttons"):
                 yield Button(self.YES, id="quit-yes", variant="error")
-                yield Button("Keep training (n)", id="quit-no", variant="primary")
+                yield Button(self.no, id="quit-no", variant="primary")
 
     def on_mount(self) -> None:
         self.query_one("#quit-dialog").border_title = self.TITLE
@@ -80,7 +86,7 @@ class StopRunConfirm(QuitConfirm):
 
     BINDINGS = [
         Binding("y", "answer(True)", "Stop the run"),
-        Binding("n,escape", "answer(False)", "Keep training"),
+        Binding("n,escape", "answer(False)", "Cancel"),
     ]
     TITLE = "stop the run"
     YES = "Stop the run (y)"

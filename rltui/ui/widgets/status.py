@@ -16,6 +16,25 @@ from rltui.ui.format import fmt_count, fmt_duration
 PENDING_LABELS = {"pausing": "pausing...", "resuming": "resuming...", "stopping": "stopping..."}
 
 
+# States in which training goes on, so an ETA means something.
+_TRAINING = (SessionState.IDLE, SessionState.COMPILING, SessionState.RUNNING, SessionState.PAUSED)
+# The order the progress line shows its parts in, whichever of them fit.
+_ORDER = ("update", "steps", "SPS", "elapsed", "ETA")
+
+
+def _order(part: str) -> int:
+    return next((i for i, key in enumerate(_ORDER) if key in part), len(_ORDER))
+
+
+def _fitted(parts: list[str], width: int) -> str:
+    """`parts` (most wanted first) joined in reading order, leaving out the least wanted
+    whole ones that do not fit in `width`: a part is never cut in the middle."""
+    kept = list(parts)
+    while len(kept) > 1 and len(" · ".join(kept)) > width > 0:
+        kept.pop()
+    return " · ".join(sorted(kept, key=_order))
+
+
 class StatusBar(Widget):
     """Line 1: state badge, env, algorithm, devices, run name. Line 2: update, env steps,
     SPS, elapsed, ETA (from the latest snapshot)."""
@@ -30,6 +49,9 @@ class StatusBar(Widget):
     # Seconds since `snapshot` arrived, added to its elapsed time: the app ticks it, as
     # the run's clock goes on between snapshots (none comes while paused).
     snapshot_age: reactive[float] = reactive(0.0)
+    # Whether the speed is worth an ETA: not before the second chunk after training
+    # (re)starts, as the first pays start-up costs (the app counts them).
+    eta_settled: reactive[bool] = reactive(True)
     _progress_text = ""
 
     def compose(self) -> ComposeResult:
@@ -86,6 +108,39 @@ class StatusBar(Widget):
     def watch_snapshot_age(self) -> None:
         self._show_progress()
 
+    def watch_eta_settled(self) -> None:
+        self._show_progress()
+
+    def on_resize(self) -> None:
+        self._show_progress()
+
+    @property
+    def eta_text(self) -> str | None:
+        """The ETA, while there is one to give: none once the run has ended or is
+        stopping, and a dash until the speed has settled."""
+        snap = self.snapshot
+        if snap is None or self.pending == "stopping" or self.state not in _TRAINING:
+            return None
+        if snap.update >= snap.total_updates:
+            return None
+        if not self.eta_settled or snap.eta_seconds is None:
+            return "—"
+        return fmt_duration(snap.eta_seconds)
+
+    def progress_parts(self) -> list[str]:
+        """The progress line's parts, most wanted first."""
+        snap = self.snapshot
+        if snap is None:
+            return ["waiting for the first update…"]
+        eta = self.eta_text
+        return [
+            f"update {snap.update:,}/{snap.total_updates:,}",
+            *([f"ETA {eta}"] if eta is not None else []),
+            f"elapsed {fmt_duration(snap.elapsed + self.snapshot_age)}",
+            f"{fmt_count(snap.sps)} SPS",
+            f"{fmt_count(snap.env_steps)}/{fmt_count(snap.total_env_steps)} steps",
+        ]
+
     def _show_state(self) -> None:
         if not self.is_mounted:
             return
@@ -97,22 +152,13 @@ class StatusBar(Widget):
         for state in SessionState:
             badge.set_class(self.state is state and not self.pending, f"-{state.value}")
         badge.set_class(bool(self.pending), "-pending")
+        self._show_progress()  # the ETA goes when the run ends or is stopping
 
     def _show_progress(self) -> None:
         if not self.is_mounted:
             return
-        snap = self.snapshot
         label = self.query_one("#progress", Label)
-        if snap is None:
-            text = "waiting for the first update…"
-        else:
-            text = " · ".join([
-                f"update {snap.update:,}/{snap.total_updates:,}",
-                f"{fmt_count(snap.env_steps)}/{fmt_count(snap.total_env_steps)} steps",
-                f"{fmt_count(snap.sps)} SPS",
-                f"elapsed {fmt_duration(snap.elapsed + self.snapshot_age)}",
-                f"ETA {fmt_duration(snap.eta_seconds)}",
-            ])
+        text = _fitted(self.progress_parts(), self.size.width - 1)
         if text != self._progress_text:  # the age ticks every second; the text less often
             self._progress_text = text
             label.update(text, layout=False)
