@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from rltui.config import ConfigError, RunConfig, build_config
+from rltui.errors import UsageError
 from rltui.session.controller import SessionListener
 
 
-class ApiError(ValueError):
+class ApiError(UsageError):
     """Bad input to the API: the message is the one line the command line would print."""
 
 

@@ -19,6 +19,26 @@ def _error(message: str) -> int:
     return EXIT_USAGE
 
 
+def _in_a_browser() -> bool:
+    """Run by `rltui serve` for a browser tab: textual-serve names its web driver."""
+    return "web_driver" in os.environ.get("TEXTUAL_DRIVER", "")
+
+
+def _unavailable(message: str, run_dir: Path | str) -> int:
+    """The error line, and in a browser tab the same words on the page: the tab would
+    otherwise wait on its splash screen for a dashboard that never comes."""
+    code = _error(message)
+    if _in_a_browser():
+        show_unavailable(message, f"Its files stay in {os.path.abspath(run_dir)}. Press q to close.")
+    return code
+
+
+def show_unavailable(reason: str, hint: str) -> None:
+    from rltui.ui.screens.unavailable import AttachUnavailableApp
+
+    AttachUnavailableApp(reason, hint).run()
+
+
 def cmd_attach(args) -> int:
     from rltui.config import ConfigError, build_config
     from rltui.session.remote import AttachError, RemoteSession
@@ -32,12 +52,12 @@ def cmd_attach(args) -> int:
     try:
         remote = RemoteSession.connect(args.run_dir)
     except AttachError as err:
-        return _error(str(err))
+        return _unavailable(str(err), args.run_dir)
     try:
         config = build_config(remote.config, use_preset=False)
     except ConfigError as err:
         remote.close()
-        return _error(f"{args.run_dir}: the run's configuration is not one this rltui knows ({err})")
+        return _unavailable(f"{args.run_dir}: the run's configuration is not one this rltui knows ({err})", args.run_dir)
     if not can_show_dashboard():
         remote.close()
         return _error(
@@ -88,9 +108,12 @@ def cmd_serve(args) -> int:
         return _error(f"--port: expected 1-65535, got {args.port}")
     try:
         check_theme(args.theme)
-        RemoteSession.connect(args.run_dir).close()  # a job must be listening now
+        remote = RemoteSession.connect(args.run_dir)  # a job must be listening now
     except (AttachError, ValueError) as err:
         return _error(str(err))
+    # serve goes on after the run ends: open tabs keep its last state on screen, new ones
+    # say it has ended. This terminal is told once, when it happens.
+    remote.add_listener(RunEndWatcher(Path(args.run_dir)))
     if args.host not in LOOPBACK:
         print(f"rltui: warning: serving on {args.host}: anyone who can reach it can steer the run", file=sys.stderr)
     try:
@@ -100,4 +123,33 @@ def cmd_serve(args) -> int:
         make_server(Path(args.run_dir), args.host, args.port, args.theme).serve()
     except OSError as err:  # the address is taken, or not this machine's
         return _error(f"cannot listen on {args.host}:{args.port}: {err.strerror or err}")
+    finally:
+        remote.close()
     return 0
+
+
+class RunEndWatcher:
+    """A SessionListener for `rltui serve`: one line on its terminal when the run ends
+    (finished, failed, or its process gone)."""
+
+    def __init__(self, run_dir: Path, out=None):
+        self.run_dir = run_dir
+        self.out = out
+        self.said = False
+
+    def on_state(self, state, message: str | None) -> None:
+        if not state.is_final or self.said:
+            return
+        self.said = True
+        why = f"{state.value}: {message}" if message else state.value
+        print(
+            f"rltui: {self.run_dir}: the run has ended ({why}); still serving: open tabs keep its last state, "
+            "new tabs say it has ended (Ctrl+C stops serving)",
+            file=self.out or sys.stderr, flush=True,
+        )
+
+    def on_metrics(self, snapshot) -> None:
+        pass
+
+    def on_event(self, event) -> None:
+        pass

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from typing import Any, NamedTuple
 
-EXIT_OK, EXIT_USAGE = 0, 2
 # Steps a random policy gets to end an episode when the env declares no limit.
 DEFAULT_EPISODE_LIMIT = 1000
 CHECK_ENVS = 4
@@ -253,6 +251,7 @@ def cmd_check_env(args) -> int:
     """Exit 0 when training will work (warnings allowed), 2 otherwise."""
     from rltui import runtime
     from rltui.config import ConfigError, coerce_value
+    from rltui.errors import ExitCode, report
 
     try:
         env_id = coerce_value("env", args.spec)
@@ -265,14 +264,12 @@ def cmd_check_env(args) -> int:
                 raise ConfigError("--env-kwargs: expected a TOML inline table like {n = 3}, for an import path")
             env_id = env_id_with_kwargs(env_id, kwargs)
     except ConfigError as err:
-        print(f"rltui: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return report(err)
     runtime.configure_jax(host_devices=0, compile_cache=True)
     checks = run_checks(env_id, network=args.network, algo=args.algo)
     print(render(checks))
     failed = [c for c in checks if c.status == "fail"]
     if failed:
-        print(f"rltui: error: {env_id}: {failed[0].name}: {failed[0].reason}", file=sys.stderr)
-        return EXIT_USAGE
+        return report(f"{env_id}: {failed[0].name}: {failed[0].reason}")
     print(f"{env_id}: training will work" + (" (see the warnings)" if any(c.status == "warn" for c in checks) else ""))
-    return EXIT_OK
+    return ExitCode.OK

@@ -11,8 +11,7 @@ from pathlib import Path
 
 from rltui import __version__
 from rltui.config import KEYS, RunConfig, check_run_name
-
-EXIT_USAGE = 2
+from rltui.errors import ExitCode, UsageError, as_rltui_error, report
 
 
 def _keys_epilog() -> str:
@@ -25,7 +24,7 @@ def _keys_epilog() -> str:
             value = list(value)
         elif isinstance(value, bool):
             value = str(value).lower()
-        lines.append(f"  {key + ('*' if info.dynamic else ''):<{width}} {info.meaning} (default: {value})")
+        lines.append(f"  {key + ('*' if info.live else ''):<{width}} {info.meaning} (default: {value})")
     lines.append("")
     lines.append(
         "precedence: built-in defaults < the env's tuned preset (`rltui envs` lists them; --no-preset skips it)"
@@ -144,8 +143,7 @@ def cmd_launch(args: argparse.Namespace, argv: list[str]) -> int:
             check_run_name(args.name)  # before anything is written, in any process
         spec = multiprocess.spec_from_args(args)
     except ValueError as err:
-        print(f"rltui: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(str(err)) from None
     if spec is not None and not multiprocess.is_supervised():
         return multiprocess.supervise(spec, argv)
     from rltui.launch import launch
@@ -190,9 +188,21 @@ def _preset_summary(has_preset: bool, result) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; an error for the user is reported here, as one line with its exit
+    code (`rltui.errors`), whichever command raised it."""
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    try:
+        return int(_dispatch(parser, args, argv))
+    except Exception as err:
+        user_error = as_rltui_error(err)
+        if user_error is None:
+            raise
+        return report(user_error)
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int:
     if args.command == "launch":
         return cmd_launch(args, argv)
     if args.command == "envs":
@@ -210,11 +220,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return inspect_checkpoint.cmd_eval(args) if args.command == "eval" else inspect_checkpoint.cmd_info(args)
     parser.print_help()
-    return EXIT_USAGE
-
-
-EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a tool SIGPIPE ended
-EXIT_INTERRUPTED = 128 + signal.SIGINT  # what a shell reports for a tool Ctrl+C ended
+    return ExitCode.USAGE
 
 
 def entry() -> None:
@@ -232,10 +238,10 @@ def entry() -> None:
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = EXIT_BROKEN_PIPE
+        code = ExitCode.BROKEN_PIPE
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl+C must not cut the cleanup short
-        code = EXIT_INTERRUPTED
+        code = ExitCode.INTERRUPTED
         from rltui.rundir import discard_unstarted_runs
 
         removed = discard_unstarted_runs()

@@ -1,32 +1,48 @@
 """Run configuration: built-in defaults < TOML file < `--set key=value`, into a frozen dataclass.
 
-Keys are flat and identical in TOML and `--set`. Every bad value raises `ConfigError` with
-one line naming the field and what is allowed. No JAX import here: validation runs before
-anything starts.
+Every key is declared once, as a `Key` (trainers.keys): the trainer's in
+`trainers.hparams.TRAINER_KEYS`, the run's in `RUN_KEYS` below. `RunConfig`, the
+validators, the resumable set, the trainer's `StaticConfig` and `DynamicHParams` and the
+configuration reference (docs/configuration.md, `python -m rltui.config_reference`) derive
+from them. Keys are flat and identical in TOML and `--set`. Every bad value raises
+`ConfigError` with one line naming the field and what is allowed. No JAX import here:
+validation runs before anything starts.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-import math
+import difflib
+import functools
 import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple
 
-from trainers.envs import MINATAR, SUPPORTED_ENVS
+from rltui.errors import UsageError
+from trainers.env_import import env_id_with_kwargs, is_import_path
+from trainers.envs import MINATAR
 from trainers.hparams import (
-    ACTIVATIONS,
-    ALGOS,
-    LOG_STD_MODES,
-    NETWORKS,
-    PRECISIONS,
-    QUOTE_LIMIT,
+    TRAINER_KEYS,
     DynamicHParams,
-    HParamError,
     StaticConfig,
+    batch_split_problem,
+)
+from trainers.keys import (
+    INT32_MAX,
+    INT64_MAX,
+    QUOTE_LIMIT,
+    RUN,
+    STATIC,
+    TRACED,
+    UINT32_MAX,
+    HParamError,
+    IntRange,
+    Key,
+    Number,
+    Table,
     quote,
-    validate_hparam,
 )
 
 if sys.version_info >= (3, 11):
@@ -35,56 +51,48 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 
-class ConfigError(ValueError):
-    """Bad user input; the message is one line naming the field and what is allowed."""
+class ConfigError(UsageError):
+    """Bad configuration; the message is one line naming the field and what is allowed."""
 
 
-_STATIC = StaticConfig()
 IMAGE_ENVS = MINATAR  # (10, 10, channels) observations
-_HPARAMS = DynamicHParams().as_floats()
+
+# The run's own keys: read by the session and the launcher around the compiled step.
+RUN_KEYS: tuple[Key, ...] = (
+    # Folded into the trainer's env id (`env_import.env_id_with_kwargs`), which must stay
+    # hashable: the launcher reads the table, the trainer never sees it as such.
+    Key("env_kwargs", {}, "keyword arguments for an env given by import path (a TOML table: "
+        "env_kwargs = {size = 5})", Table(), RUN, resumable=False),
+    Key("seed", 0, "random seed: same seed, same machine, same metrics (a 32-bit PRNG key)",
+        IntRange(0, UINT32_MAX), RUN, resumable=False),
+    Key("total_timesteps", 500_000, "environment steps to train for (rounded down to whole updates, at least one)",
+        IntRange(1, INT64_MAX), RUN),
+    Key("devices", 0, "devices to split environments over; 0 = automatic (all GPUs, or one CPU device); on a "
+        "CPU-only machine N > 1 splits the CPU into N host devices", IntRange(0, INT32_MAX), RUN),
+    Key("cpu_threads", 0, "XLA's CPU worker threads; 0 = automatic: 1 for an MLP on small minibatches (faster "
+        "there, and leaves the other cores free), otherwise one per CPU", IntRange(0, INT32_MAX), RUN),
+    Key("chunk_seconds", 0.3, "target wall time of one chunk of updates (latency of pause/edit)",
+        Number(0.01, 60, unit="seconds"), RUN),
+    Key("checkpoint_every_updates", 0, "save a checkpoint every N updates; 0 = only by time",
+        IntRange(0, INT32_MAX), RUN),
+    Key("checkpoint_minutes", 10.0, "save a checkpoint every M minutes; 0 = only by update count",
+        Number(0, unit="minutes"), RUN),
+    Key("keep_checkpoints", 3, "how many recent checkpoints to keep", IntRange(1, INT32_MAX), RUN),
+)
+
+# Every configuration key, in the order the reference and `--help` list them.
+KEYS: dict[str, Key] = {key.name: key for key in (*TRAINER_KEYS, *RUN_KEYS) if key.config}
+# Keys a resumed run may change: nothing that alters shapes, the program or the RNG stream.
+RESUMABLE_KEYS = frozenset(name for name, key in KEYS.items() if key.can_resume_with_change)
+# The allowed values of every integer key (and of hidden_sizes' widths).
+INT_RANGES: dict[str, IntRange] = {
+    name: key.rule if isinstance(key.rule, IntRange) else IntRange(key.rule.low, key.rule.high)
+    for name, key in KEYS.items()
+    if isinstance(key.rule, IntRange) or name == "hidden_sizes"
+}
 
 
-@dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """Everything a run is launched with. Trainer defaults come from the trainer's own
-    StaticConfig and DynamicHParams, so they are defined once."""
-
-    env: str = _STATIC.env_id
-    algo: str = _STATIC.algo
-    seed: int = 0
-    total_timesteps: int = 500_000
-    num_envs: int = _STATIC.num_envs
-    num_steps: int = _STATIC.num_steps
-    num_minibatches: int = _STATIC.num_minibatches
-    update_epochs: int = _STATIC.update_epochs
-    hidden_sizes: tuple[int, ...] = _STATIC.hidden_sizes
-    activation: str = _STATIC.activation
-    precision: str = _STATIC.precision
-    num_seeds: int = _STATIC.num_seeds
-    network: str = _STATIC.network
-    log_std: str = _STATIC.log_std
-    log_std_init: float = _STATIC.log_std_init
-    noise_hold: int = _STATIC.noise_hold
-    normalize_obs: bool = _STATIC.normalize_obs
-    normalize_rewards: bool = _STATIC.normalize_rewards
-    reward_scale: float = _HPARAMS["reward_scale"]
-    lr: float = _HPARAMS["lr"]
-    anneal_lr: bool = _HPARAMS["anneal_lr"] > 0
-    gamma: float = _HPARAMS["gamma"]
-    gae_lambda: float = _HPARAMS["gae_lambda"]
-    clip_eps: float = _HPARAMS["clip_eps"]
-    ent_coef: float = _HPARAMS["ent_coef"]
-    vf_coef: float = _HPARAMS["vf_coef"]
-    max_grad_norm: float = _HPARAMS["max_grad_norm"]
-    baseline: bool = _HPARAMS["baseline"] > 0
-    normalize_returns: bool = _HPARAMS["normalize_returns"] > 0
-    devices: int = 0
-    cpu_threads: int = 0
-    chunk_seconds: float = 0.3
-    checkpoint_every_updates: int = 0
-    checkpoint_minutes: float = 10.0
-    keep_checkpoints: int = 3
-
+class _RunConfigMethods:
     @property
     def steps_per_update(self) -> int:
         return self.num_envs * self.num_steps
@@ -94,26 +102,13 @@ class RunConfig:
         return max(1, self.total_timesteps // self.steps_per_update)
 
     def static_config(self) -> StaticConfig:
-        # Every StaticConfig field has a key of the same name here, except the env id and
-        # the trainer's own metrics buffer size.
-        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(StaticConfig) if f.name in _FIELDS}
-        return StaticConfig(env_id=self.env, **{**shared, "hidden_sizes": tuple(self.hidden_sizes)})
+        values = {k.attr: getattr(self, k.name) for k in KEYS.values() if k.kind == STATIC}
+        env_id = env_id_with_kwargs(self.env, self.env_kwargs)
+        return StaticConfig(**{**values, "env_id": env_id, "hidden_sizes": tuple(self.hidden_sizes)})
 
     def dynamic_hparams(self) -> DynamicHParams:
-        return DynamicHParams.create(
-            lr=self.lr,
-            gamma=self.gamma,
-            gae_lambda=self.gae_lambda,
-            clip_eps=self.clip_eps,
-            ent_coef=self.ent_coef,
-            vf_coef=self.vf_coef,
-            max_grad_norm=self.max_grad_norm,
-            baseline=1.0 if self.baseline else 0.0,
-            normalize_returns=1.0 if self.normalize_returns else 0.0,
-            reward_scale=self.reward_scale,
-            anneal_lr=1.0 if self.anneal_lr else 0.0,
-            anneal_updates=float(self.total_updates),
-        )
+        values = {k.attr: k.rule.to_trainer(getattr(self, k.name)) for k in KEYS.values() if k.kind == TRACED}
+        return DynamicHParams.create(**values, anneal_updates=float(self.total_updates))
 
     def to_toml_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -121,100 +116,21 @@ class RunConfig:
         return out
 
 
-@dataclasses.dataclass(frozen=True)
-class KeyInfo:
-    meaning: str
-    dynamic: bool = False  # editable while training runs
+def run_config_type(keys: Mapping[str, Key]) -> type:
+    """A frozen dataclass with one field per configuration key."""
+    fields = [
+        (name, key.type_name(), dataclasses.field(default_factory=functools.partial(copy.deepcopy, key.default))
+         if isinstance(key.default, (dict, list)) else dataclasses.field(default=key.default))
+        for name, key in keys.items()
+    ]
+    cls = dataclasses.make_dataclass("RunConfig", fields, bases=(_RunConfigMethods,), frozen=True)
+    cls.__module__ = __name__
+    return cls
 
 
-# Documentation of every key; README's config reference is generated from the same text.
-KEYS: dict[str, KeyInfo] = {
-    "env": KeyInfo("gymnax environment id (`rltui envs` lists them)"),
-    "algo": KeyInfo("training algorithm: " + ", ".join(ALGOS)),
-    "seed": KeyInfo("random seed: same seed, same machine, same metrics"),
-    "total_timesteps": KeyInfo("environment steps to train for (rounded down to whole updates, at least one)"),
-    "num_envs": KeyInfo("parallel environments (split evenly across devices)"),
-    "num_steps": KeyInfo("steps per environment in each rollout"),
-    "num_minibatches": KeyInfo("minibatches per epoch; must divide num_steps (gru: num_envs per device)"),
-    "update_epochs": KeyInfo("passes over each rollout"),
-    "hidden_sizes": KeyInfo("hidden layer widths of the policy and value MLPs"),
-    "activation": KeyInfo("hidden activation: " + ", ".join(ACTIVATIONS)),
-    "precision": KeyInfo("network arithmetic: fp32, or bf16 (bfloat16 matmuls; float32 params, optimizer and losses)"),
-    "num_seeds": KeyInfo("independent agents trained at once (seed, seed+1, ...), vmapped in one program"),
-    "network": KeyInfo("policy network: mlp, gru (recurrent, see Recurrent policies), or cnn (a 3x3 convolution "
-                       "before the MLP, for MinAtar's image observations)"),
-    "log_std": KeyInfo("continuous actions: param (a learned std per action dimension) or state (the policy "
-                       "outputs a std for each state)"),
-    "log_std_init": KeyInfo("continuous actions: initial log standard deviation of the policy, in [-5, 2]"),
-    "noise_hold": KeyInfo("keep each env's exploration noise for N steps of a rollout (temporally correlated "
-                          "exploration); 1 = fresh noise every step"),
-    "normalize_obs": KeyInfo("standardise observations by their running mean and std (kept in checkpoints)"),
-    "normalize_rewards": KeyInfo("divide rewards by the running std of the discounted return (kept in checkpoints)"),
-    "reward_scale": KeyInfo("multiply rewards by this for learning (after normalize_rewards); reported returns "
-                            "stay unscaled", dynamic=True),
-    "lr": KeyInfo("Adam learning rate (start value when annealed)", dynamic=True),
-    "anneal_lr": KeyInfo("decay the learning rate linearly to 0 over the run"),
-    "gamma": KeyInfo("discount factor", dynamic=True),
-    "gae_lambda": KeyInfo("GAE lambda", dynamic=True),
-    "clip_eps": KeyInfo("PPO clip range for the policy ratio and the value", dynamic=True),
-    "ent_coef": KeyInfo("entropy bonus coefficient", dynamic=True),
-    "vf_coef": KeyInfo("value loss coefficient", dynamic=True),
-    "max_grad_norm": KeyInfo("global gradient norm clip", dynamic=True),
-    "baseline": KeyInfo("reinforce: subtract a learned value baseline V(s) from the return", dynamic=True),
-    "normalize_returns": KeyInfo("reinforce: normalise the returns (advantages) over each batch", dynamic=True),
-    "devices": KeyInfo("devices to split environments over; 0 = automatic (all GPUs, or one CPU device); on a CPU-only machine N > 1 splits the CPU into N host devices"),
-    "cpu_threads": KeyInfo("XLA's CPU worker threads; 0 = automatic: 1 for an MLP on small minibatches (faster "
-                           "there, and leaves the other cores free), otherwise one per CPU"),
-    "chunk_seconds": KeyInfo("target wall time of one chunk of updates (latency of pause/edit)"),
-    "checkpoint_every_updates": KeyInfo("save a checkpoint every N updates; 0 = only by time"),
-    "checkpoint_minutes": KeyInfo("save a checkpoint every M minutes; 0 = only by update count"),
-    "keep_checkpoints": KeyInfo("how many recent checkpoints to keep"),
-}
-
-# Keys a resumed run may change: nothing that alters shapes, the program or the RNG stream.
-RESUMABLE_KEYS = frozenset(
-    {"lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm", "baseline",
-     "normalize_returns", "reward_scale", "anneal_lr",
-     "total_timesteps", "devices", "cpu_threads", "chunk_seconds", "checkpoint_every_updates",
-     "checkpoint_minutes", "keep_checkpoints"}
-)
-
-_FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
-
-INT32_MAX = 2**31 - 1
-UINT32_MAX = 2**32 - 1
-INT64_MAX = 2**63 - 1
-
-
-class IntRange(NamedTuple):
-    low: int
-    high: int
-
-    def __contains__(self, value: object) -> bool:
-        return isinstance(value, int) and self.low <= value <= self.high
-
-    def describe(self) -> str:
-        return f"an integer in [{self.low}, {self.high}]"
-
-
-# The allowed values of every integer key (and of hidden_sizes' widths): each fits the type
-# it becomes. Counts and sizes reach the trainer as int32; a seed becomes a 32-bit PRNG key,
-# where a larger one would wrap around to a smaller seed's stream.
-INT_RANGES: dict[str, IntRange] = {
-    "seed": IntRange(0, UINT32_MAX),
-    "total_timesteps": IntRange(1, INT64_MAX),
-    "num_envs": IntRange(1, INT32_MAX),
-    "num_steps": IntRange(1, INT32_MAX),
-    "num_minibatches": IntRange(1, INT32_MAX),
-    "update_epochs": IntRange(1, INT32_MAX),
-    "hidden_sizes": IntRange(1, INT32_MAX),
-    "num_seeds": IntRange(1, INT32_MAX),
-    "noise_hold": IntRange(1, INT32_MAX),
-    "devices": IntRange(0, INT32_MAX),
-    "cpu_threads": IntRange(0, INT32_MAX),
-    "checkpoint_every_updates": IntRange(0, INT32_MAX),
-    "keep_checkpoints": IntRange(1, INT32_MAX),
-}
+RunConfig = run_config_type(KEYS)
+RunConfig.__doc__ = "Everything a run is launched with: one field per key of `KEYS`."
+_FIELDS = KEYS
 
 
 class DerivedLimit(NamedTuple):
@@ -222,7 +138,7 @@ class DerivedLimit(NamedTuple):
 
     key: str
     what: str
-    value: Callable[["RunConfig"], int]
+    value: Callable[[Any], int]
     high: int
 
 
@@ -235,23 +151,11 @@ DERIVED_LIMITS = (
     DerivedLimit("seed", "the last agent's seed (seed + num_seeds - 1)", lambda c: c.seed + c.num_seeds - 1, UINT32_MAX),
 )
 
-# The allowed values of the float keys that are not trainer hyperparameters (those follow
-# trainers.hparams' rules): predicate, description.
-FLOAT_RULES: dict[str, tuple[Callable[[float], bool], str]] = {
-    "log_std_init": (lambda v: -5 <= v <= 2, "a number in [-5, 2]"),
-    "chunk_seconds": (lambda v: 0.01 <= v <= 60, "a number of seconds in [0.01, 60]"),
-    "checkpoint_minutes": (lambda v: math.isfinite(v) and v >= 0, "a number of minutes >= 0"),
-}
-
-
-def _expect(key: str, allowed: str, value: Any) -> ConfigError:
-    return ConfigError(f"{key}: expected {allowed}, got {quote(value)}")
-
 
 def check_integer(name: str, value: int, allowed: IntRange) -> int:
     """`value` if it lies in `allowed`, else ConfigError naming `name` (a key or a flag)."""
     if value not in allowed:
-        raise _expect(name, allowed.describe(), value)
+        raise ConfigError(f"{name}: expected {allowed.describe()}, got {quote(value)}")
     return value
 
 
@@ -261,70 +165,10 @@ def int_range(key: str) -> IntRange:
 
 def coerce_value(key: str, value: Any) -> Any:
     """`value` (from TOML or `--set`) as key `key` holds it, or ConfigError."""
-    return _coerce(_known_key(key, value), value)
-
-
-def _coerce(key: str, value: Any) -> Any:
-    default = getattr(RunConfig, key) if key != "hidden_sizes" else (64, 64)
-    if key == "hidden_sizes":
-        allowed = f"a list of positive integers up to {INT_RANGES[key].high}, like [64, 64]"
-        if isinstance(value, str):
-            value = [v.strip() for v in value.strip("[]() ").split(",") if v.strip()]
-            try:
-                value = [int(v) for v in value]
-            except ValueError:
-                raise _expect(key, allowed, value) from None
-        if not isinstance(value, (list, tuple)) or not value or not all(
-            not isinstance(v, bool) and v in INT_RANGES[key] for v in value
-        ):
-            raise _expect(key, allowed, value)
-        return tuple(value)
-    if isinstance(default, bool):
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        if not isinstance(value, bool):
-            raise _expect(key, "true or false", value)
-        return value
-    if isinstance(default, int):
-        number = value
-        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-            number = int(value)  # allows 2e6
-        if isinstance(number, bool) or not isinstance(number, int):
-            raise _expect(key, "an integer", value)
-        if number not in INT_RANGES[key]:
-            raise _expect(key, INT_RANGES[key].describe(), value)
-        return number
-    if isinstance(default, float):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _expect(key, "a number", value)
-        if key in DynamicHParams._fields:
-            try:
-                return validate_hparam(key, value)
-            except HParamError as err:
-                raise ConfigError(str(err)) from None
-        ok, allowed = FLOAT_RULES[key]
-        try:
-            number = float(value)
-        except OverflowError:  # an integer beyond the float range
-            raise _expect(key, allowed, value) from None
-        if not ok(number):
-            raise _expect(key, allowed, value)
-        return number
-    if not isinstance(value, str):
-        raise _expect(key, "a string", value)
-    if key == "env" and value not in SUPPORTED_ENVS:
-        raise ConfigError(f"env: unknown environment {quote(value)}; run `rltui envs` to list the supported ones")
-    if key == "algo" and value not in ALGOS:
-        raise _expect(key, "one of " + ", ".join(ALGOS), value)
-    if key == "activation" and value not in ACTIVATIONS:
-        raise _expect(key, "one of " + ", ".join(ACTIVATIONS), value)
-    if key == "precision" and value not in PRECISIONS:
-        raise _expect(key, "one of " + ", ".join(PRECISIONS), value)
-    if key == "network" and value not in NETWORKS:
-        raise _expect(key, "one of " + ", ".join(NETWORKS), value)
-    if key == "log_std" and value not in LOG_STD_MODES:
-        raise _expect(key, "one of " + ", ".join(LOG_STD_MODES), value)
-    return value
+    try:
+        return KEYS[_known_key(key, value)].coerce(value)
+    except HParamError as err:
+        raise ConfigError(str(err)) from None
 
 
 def parse_set_value(text: str) -> Any:
@@ -393,10 +237,14 @@ def load_toml(path: Path) -> dict[str, Any]:
 
 
 def _known_key(key: str, value: Any) -> str:
-    if key not in _FIELDS:
+    if key not in KEYS:
         if isinstance(value, dict):
             raise ConfigError(f"{_show_key(key)}: tables are not supported; keys are flat (e.g. lr = 3e-4)")
-        raise ConfigError(f"{_show_key(key)}: unknown key; known keys: {', '.join(_FIELDS)}")
+        close = difflib.get_close_matches(key, list(KEYS), n=1, cutoff=0.6) if len(key) <= QUOTE_LIMIT else []
+        if close:
+            raise ConfigError(f"{_show_key(key)}: unknown key; did you mean {close[0]}? (`rltui launch --help` "
+                              "lists every key)")
+        raise ConfigError(f"{_show_key(key)}: unknown key; known keys: {', '.join(KEYS)}")
     return key
 
 
@@ -422,32 +270,25 @@ def build_config(
     for source in (file_values or {}, overrides or {}):
         for key, value in source.items():
             merged[key] = coerce_value(key, value)
-    algo = merged.get("algo", RunConfig.algo)
+    algo = merged.get("algo", KEYS["algo"].default)
     algo_defaults = ALGO_DEFAULTS.get(algo, {})
     if use_preset:
         from rltui import presets
 
-        tuned = {key: _coerce(key, value) for key, value in presets.preset(algo, merged.get("env", RunConfig.env)).items()}
+        tuned = {key: coerce_value(key, value) for key, value in presets.preset(algo, merged.get("env", KEYS["env"].default)).items()}
         algo_defaults = {**algo_defaults, **tuned}
     config = RunConfig(**{**algo_defaults, **merged})
     for limit in DERIVED_LIMITS:
         if limit.value(config) > limit.high:
             raise ConfigError(f"{limit.key}: {limit.what} must be at most {limit.high}, got {limit.value(config)}")
-    if config.network == "cnn" and config.env not in IMAGE_ENVS:
+    if config.env_kwargs and not is_import_path(config.env):
+        raise ConfigError(f"env_kwargs: only an env given by import path takes arguments; {config.env} is built in")
+    # An env by import path is checked by `check_env.preflight` once imported.
+    if config.network == "cnn" and config.env not in IMAGE_ENVS and not is_import_path(config.env):
         raise ConfigError(
             f"network: cnn needs image observations (the MinAtar envs); {config.env} has flat observations"
         )
-    if config.network == "gru" and config.algo == "ppo":
-        # Recurrent minibatches hold whole env sequences (the GRU is replayed over time).
-        if config.num_envs % config.num_minibatches:
-            raise ConfigError(
-                f"num_minibatches: with network = \"gru\" must divide num_envs ({config.num_envs}), "
-                f"got {config.num_minibatches}"
-            )
-    elif config.num_steps % config.num_minibatches:
-        raise ConfigError(
-            f"num_minibatches: must divide num_steps ({config.num_steps}), got {config.num_minibatches}"
-        )
+    check_devices(config, 1)
     return config
 
 
@@ -456,9 +297,9 @@ def hparams_as_config(live_hparams: Mapping[str, float]) -> dict[str, Any]:
     switches are 0.0/1.0 floats while training, booleans in the config; values that are not
     config keys (anneal_updates, derived from total_timesteps) are left out."""
     return {
-        name: bool(value) if isinstance(getattr(RunConfig, name), bool) else value
+        name: KEYS[name].rule.from_trainer(value)
         for name, value in live_hparams.items()
-        if name in KEYS and KEYS[name].dynamic
+        if name in KEYS and KEYS[name].live
     }
 
 
@@ -497,18 +338,16 @@ def check_run_name(name: str) -> str:
     return name
 
 
-def check_devices(config: RunConfig, num_devices: int) -> None:
-    if config.num_envs % num_devices:
-        raise ConfigError(
-            f"num_envs: {config.num_envs} environments cannot be split evenly over {num_devices} devices; "
-            f"use a multiple of {num_devices}, or set devices to a count that divides {config.num_envs}"
-        )
-    per_device = config.num_envs // num_devices
-    if config.network == "gru" and config.algo == "ppo" and per_device % config.num_minibatches:
-        raise ConfigError(
-            f"num_minibatches: with network = \"gru\" each of {num_devices} devices holds {per_device} environments, "
-            f"which {config.num_minibatches} minibatches cannot split evenly; use more num_envs or fewer minibatches"
-        )
+def check_devices(config: Any, num_devices: int) -> None:
+    """The batch splits evenly over `num_devices` devices and the minibatches; ConfigError
+    naming the key otherwise (the rules: `trainers.hparams.batch_split_problem`)."""
+    problem = batch_split_problem(
+        algo=config.algo, network=config.network, num_envs=config.num_envs, num_steps=config.num_steps,
+        num_minibatches=config.num_minibatches, num_devices=num_devices,
+    )
+    if problem is not None:
+        key, reason = problem
+        raise ConfigError(f"{key}: {reason}")
 
 
 def dump_toml(config: RunConfig) -> str:

@@ -2,8 +2,8 @@
 
     python -m rltui.config_reference > docs/configuration.md
 
-The page is rendered from `rltui.config.KEYS` (each key's meaning and whether it is
-editable live) and `RunConfig`'s defaults, so the documentation cannot drift from the code;
+The page is rendered from `rltui.config.KEYS` (each key's meaning, rule and kind) and
+`RunConfig`'s defaults, so the documentation cannot drift from the code;
 tests/test_docs.py fails when the committed page differs from what this renders.
 """
 
@@ -20,10 +20,11 @@ REGENERATE = "python -m rltui.config_reference > docs/configuration.md"
 _INTRO = f"""\
 # Configuration reference
 
-<!-- Generated from the key table in rltui/config.py; do not edit by hand.
+<!-- Generated from the key tables; do not edit by hand.
      Regenerate with: {REGENERATE} -->
 
-This page is generated from the key table in `rltui/config.py`; regenerate it with
+This page is generated from the key tables (`trainers/hparams.py` for the trainer's keys,
+`rltui/config.py` for the run's); regenerate it with
 `{REGENERATE}`.
 
 Every key is set the same way in a TOML file (`--config FILE`, flat keys: `lr = 3e-4`) and
@@ -36,37 +37,37 @@ its effective configuration to `config.toml` in its run directory.
 **Live** keys are traced arguments of the compiled step: they change between chunks (the
 dashboard's editor `e`, or a `set_hparams` command on the [control
 socket](control-protocol.md)) without recompiling. The others change shapes or the
-program; changing them means a new run (or, for some, a resume: see
-[run directory](run-directory.md#resume)).
+program, or the run around it: "on resume" keys may change when a run is resumed (see
+[run directory](run-directory.md#resume)), the others only in a new run.
 """
 
 _OUTRO = """\
-## Allowed values
+## Rules across keys
 
-`lr > 0`, `0 < gamma <= 1`, `0 <= gae_lambda <= 1`, `clip_eps > 0`, `ent_coef >= 0`,
-`vf_coef >= 0`, `max_grad_norm > 0`, `reward_scale > 0`, `-5 <= log_std_init <= 2`,
-`0.01 <= chunk_seconds <= 60`, `checkpoint_minutes >= 0`; integers `>= 1` for sizes and
-counts (`noise_hold` too), `>= 0` for `seed`, `devices`, `cpu_threads` and
-`checkpoint_every_updates`; every integer fits the type it becomes (32-bit counts, a
-32-bit seed). `num_minibatches` must divide `num_steps`
-(PPO with `network = "gru"`: the environments of each device instead); `num_envs` must be
-a multiple of the device count; `network = "cnn"` needs image observations (the MinAtar
-games). A bad value is one line naming the key and what is allowed, and exit code 2,
-before anything starts.
+`num_minibatches` must divide `num_steps` (PPO with `network = "gru"`: the environments
+of each device instead); `num_envs` must be a multiple of the device count; `network =
+"cnn"` needs image observations (the MinAtar games); env steps per update and the number
+of updates fit 32-bit integers, and so does the last agent's seed (`seed + num_seeds -
+1`). A bad value is one line naming the key and what is allowed, and exit code 2, before
+anything starts.
 
 With `anneal_lr` the learning rate at update u is `lr x (1 - u / total updates)`,
 computed inside the compiled step, so an edited `lr` is annealed from the current update
 on.
 """
 
+_WHEN = {"live": "live", "resume": "on resume", "restart": "new run"}
+
 
 class KeyRow(NamedTuple):
-    """One row of the reference: a key, its default as TOML, its meaning, whether it is live."""
+    """One row of the reference: a key, its default as TOML, what it allows, when it can
+    change (live, on resume, or only in a new run), what it means."""
 
     name: str
     default: str
+    allowed: str
+    when: str
     meaning: str
-    live: bool
 
 
 def toml_value(value: Any) -> str:
@@ -83,8 +84,9 @@ def toml_value(value: Any) -> str:
 def rows() -> Iterator[KeyRow]:
     """Every key of the table, in its order, with RunConfig's default."""
     defaults = RunConfig()
-    for name, info in KEYS.items():
-        yield KeyRow(name, toml_value(getattr(defaults, name)), info.meaning, bool(info.dynamic))
+    for name, key in KEYS.items():
+        when = "live" if key.live else "resume" if key.can_resume_with_change else "restart"
+        yield KeyRow(name, toml_value(getattr(defaults, name)), key.rule.describe(), when, key.meaning)
 
 
 def _cell(text: str) -> str:
@@ -93,10 +95,11 @@ def _cell(text: str) -> str:
 
 def render_markdown() -> str:
     """The whole page, ending in one newline."""
-    table = ["| key | default | live | meaning |", "|---|---|---|---|"]
+    table = ["| key | default | allowed | changes | meaning |", "|---|---|---|---|---|"]
     for row in rows():
-        live = "live" if row.live else "restart"
-        table.append(f"| `{row.name}` | `{_cell(row.default)}` | {live} | {_cell(row.meaning)} |")
+        table.append(
+            f"| `{row.name}` | `{_cell(row.default)}` | {_cell(row.allowed)} | {_WHEN[row.when]} | {_cell(row.meaning)} |"
+        )
     return "\n".join([_INTRO, "## Keys", "", *table, "", _OUTRO]).rstrip("\n") + "\n"
 
 

@@ -16,11 +16,16 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.text import Text
 
-from rltui.session import MetricsSnapshot, SessionEvent, SessionListener, SessionState, TrainingSession
+from rltui.errors import ExitCode
+from rltui.session import (
+    MetricsSnapshot,
+    SessionEvent,
+    SessionListener,
+    SessionState,
+    TrainingSession,
+)
 from rltui.ui.format import fmt_duration
 
-EXIT_OK, EXIT_ERROR, EXIT_NONFINITE = 0, 1, 3
-EXIT_INTERRUPTED = 128 + signal.SIGINT
 # Signals that stop a run at the next chunk boundary, with a final checkpoint. SIGHUP (the
 # terminal closed, an SSH connection dropped) is one: nobody is left to watch the run.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -233,7 +238,7 @@ def run_headless(
             if on_abort is not None:
                 on_abort()
             console.print(Text(f"Aborted. Run files: {run_dir}" if run_dir else "Aborted.", style="red"))
-            os._exit(130)  # run files are flushed at every chunk boundary
+            os._exit(ExitCode.INTERRUPTED)  # run files are flushed at every chunk boundary
         interrupts.append(signum)
         if signum == signal.SIGINT:
             console.print(Text("Stopping at the next chunk boundary… (Ctrl+C again to quit at once)", style="yellow"))
@@ -260,7 +265,7 @@ def run_headless(
 
     def finish(message: Text, code: int) -> int:
         console.print(message)
-        if peer_label and code == EXIT_OK:
+        if peer_label and code == ExitCode.OK:
             console.print(Text(f"{peer_label}: parameters sha256 {session.backend.params_digest()}"))
         console.print(Text(f"Run files: {run_dir}" if run_dir else f"{peer_label}: run files are written by process 0"))
         return code
@@ -269,13 +274,13 @@ def run_headless(
     if session.state is SessionState.ERROR:
         if session.error_checkpoint:
             console.print(Text(f"Checkpoint after the error: {session.error_checkpoint}.", style="dim"))
-        return finish(Text(f"Training failed: {session.error}", style="bold red"), EXIT_ERROR)
+        return finish(Text(f"Training failed: {session.error}", style="bold red"), ExitCode.ERROR)
     if session.nonfinite:
-        return finish(Text("Training diverged (non-finite loss or gradient); stopped.", style="bold red"), EXIT_NONFINITE)
+        return finish(Text("Training diverged (non-finite loss or gradient); stopped.", style="bold red"), ExitCode.DIVERGED)
     verb = "Stopped" if session.stopped_early else "Finished"
     if failure is not None:
-        return finish(Text(checkpoint_failure_line(verb, session.updates_done, failure), style="bold red"), EXIT_ERROR)
-    return finish(Text(summary_line(verb, session.updates_done, session.env_steps, listener.latest_return)), EXIT_OK)
+        return finish(Text(checkpoint_failure_line(verb, session.updates_done, failure), style="bold red"), ExitCode.ERROR)
+    return finish(Text(summary_line(verb, session.updates_done, session.env_steps, listener.latest_return)), ExitCode.OK)
 
 
 def checkpoint_failure_line(verb: str, updates: int, failure) -> str:

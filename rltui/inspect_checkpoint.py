@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-EXIT_USAGE = 2
+from rltui.errors import report
 
 
 def _load(path_arg: str) -> tuple[Path, bytes, dict]:
@@ -20,8 +19,7 @@ def _load(path_arg: str) -> tuple[Path, bytes, dict]:
 
 
 def _fail(message: str) -> int:
-    print(f"rltui: error: {message}", file=sys.stderr)
-    return EXIT_USAGE
+    return report(message)
 
 
 def cmd_info(args) -> int:
@@ -54,7 +52,14 @@ def cmd_info(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from rltui.config import INT32_MAX, ConfigError, IntRange, build_config, check_integer, int_range
+    from rltui.config import (
+        INT32_MAX,
+        ConfigError,
+        IntRange,
+        build_config,
+        check_integer,
+        int_range,
+    )
     from trainers import checkpoint
     from trainers.checkpoint import CheckpointError
 

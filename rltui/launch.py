@@ -8,13 +8,20 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from rltui.config import ConfigError, RunConfig, build_config, check_devices, load_toml, parse_overrides, resume_config
+from rltui.config import (
+    ConfigError,
+    RunConfig,
+    build_config,
+    check_devices,
+    load_toml,
+    parse_overrides,
+    resume_config,
+)
+from rltui.errors import UsageError, report
 from rltui.ui import can_show_dashboard
 
-EXIT_USAGE = 2
 
-
-class LaunchError(Exception):
+class LaunchError(UsageError):
     """Bad input found before training starts: one line for the user, exit code 2."""
 
 
@@ -336,8 +343,7 @@ def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume
 
 
 def _error(message: str) -> int:
-    print(f"rltui: error: {message}", file=sys.stderr)
-    return EXIT_USAGE
+    return report(UsageError(message))
 
 
 

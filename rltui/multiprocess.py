@@ -17,8 +17,9 @@ import signal
 import subprocess
 import sys
 
+from rltui.errors import ExitCode, report
+
 DEFAULT_PEER_TIMEOUT = 60  # seconds
-EXIT_PEER = 4  # the distributed runtime ended the process: a peer is missing or died
 _CHILD_ENV = "RLTUI_DISTRIBUTED_CHILD"  # set in the supervised child
 _ADDRESS = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9_.-]+)):(?P<port>\d{1,5})$")
 _OWN_CODES = (0, 1, 2, 3, 130)  # exit codes rltui itself gives (see the README)
@@ -84,7 +85,7 @@ def is_supervised() -> bool:
 
 def supervise(spec: DistributedSpec, argv: list[str]) -> int:
     """Run `rltui <argv>` in a child and pass on its exit code; if JAX's runtime ended it,
-    say so in one line and return EXIT_PEER. Signals are passed to the child (its own
+    say so in one line and return ExitCode.PEER_LOST. Signals are passed to the child (its own
     process group, so a terminal's Ctrl+C reaches it once, through here)."""
     print(
         f"rltui: {spec.label}: joining the others at {spec.coordinator} "
@@ -112,12 +113,12 @@ def supervise(spec: DistributedSpec, argv: list[str]) -> int:
     if -code in forwarded:  # ended by a signal sent to us (e.g. the terminal closed): not a peer's doing
         return 128 - code
     how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-    print(
-        f"rltui: error: {spec.label}: the JAX distributed runtime ended it ({how}): a peer process is missing, "
+    sys.stderr.flush()
+    return report(
+        f"{spec.label}: the JAX distributed runtime ended it ({how}): a peer process is missing, "
         f"died, or did not join {spec.coordinator} within {spec.peer_timeout} s; see the lines above",
-        file=sys.stderr, flush=True,
+        ExitCode.PEER_LOST,
     )
-    return EXIT_PEER
 
 
 def initialize(spec: DistributedSpec) -> None:

@@ -416,3 +416,62 @@ def test_the_stop_question_of_a_paused_attached_run_offers_to_keep_it_paused(tmp
 
         run_attached(tmp_path, scenario)
         assert fake.commands == [Pause()]
+
+
+# --- issue 28: a browser tab (rltui serve) on a run that has ended ---------------------------
+
+
+def test_a_browser_tab_on_a_run_that_has_ended_says_so_on_the_page(tmp_path, monkeypatch, capsys):
+    import argparse
+
+    from rltui import attach
+
+    shown = []
+    monkeypatch.setattr(attach, "show_unavailable", lambda reason, hint: shown.append((reason, hint)))
+    args = argparse.Namespace(run_dir=str(tmp_path), theme=None)
+    monkeypatch.delenv("TEXTUAL_DRIVER", raising=False)
+    assert attach.cmd_attach(args) == 2 and shown == []  # a terminal: the error line only
+    # What textual-serve sets for the command it runs for each tab.
+    monkeypatch.setenv("TEXTUAL_DRIVER", "textual.drivers.web_driver:WebDriver")
+    assert attach.cmd_attach(args) == 2
+    ((reason, hint),) = shown
+    assert "no run is listening there" in reason and str(tmp_path) in hint and "q" in hint
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == 2 and all(line.startswith("rltui: error: ") for line in errors)  # serve's terminal too
+
+
+def test_the_page_of_a_run_that_has_ended_shows_the_reason_and_closes_with_q():
+    from rltui.ui.screens.unavailable import AttachUnavailableApp
+
+    app = AttachUnavailableApp("runs/x: no run is listening there (it has ended)", "Its files stay in runs/x.")
+
+    async def main():
+        async with app.run_test(size=(80, 24)) as pilot:
+            text = app.export_screenshot().replace("&#160;", " ")
+            assert "no run is listening there" in text and "Its files stay in runs/x." in text
+            await pilot.press("q")
+        assert app.return_code == 0
+
+    asyncio.run(main())
+
+
+def test_serve_says_once_when_the_run_ends(tmp_path):
+    import io
+
+    from rltui.attach import RunEndWatcher
+
+    with served(tmp_path) as (fake, _):
+        out = io.StringIO()
+        remote = RemoteSession.connect(tmp_path)
+        try:
+            remote.add_listener(RunEndWatcher(tmp_path, out=out))
+            fake.on_thread(fake.advance, 3)
+            assert out.getvalue() == ""  # running: nothing to say
+            fake.stop()
+            assert remote.join(TIMEOUT)
+            wait_for(lambda: out.getvalue())
+        finally:
+            remote.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"rltui: {tmp_path}: the run has ended (finished)")
+    assert "still serving" in lines[0]

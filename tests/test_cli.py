@@ -161,7 +161,7 @@ def test_launch_help_mentions_every_option_and_key(tmp_path):
     for option in ("--no-ui", "--config", "--set", "--run-dir", "--name", "--no-compile-cache"):
         assert option in text, option
     for key, info in KEYS.items():
-        label = key + ("*" if info.dynamic else "")
+        label = key + ("*" if info.live else "")
         assert f"  {label} " in text, key
     assert not (tmp_path / "runs").exists()
 
@@ -206,7 +206,7 @@ def test_tiny_run_succeeds(tiny_run):
     assert "Finished after 16 updates" in result.stderr
     # (joined: wrapping of long paths has its own test below)
     assert "Run files" in result.stderr and str(run_dir) in result.stderr.replace("\n", "")
-    assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints", "config.toml", "events.jsonl", "metrics.jsonl"]
+    assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints", "config.toml", "events.jsonl", "metrics.jsonl", "rltui.lock"]
     assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["checkpoint-000000016.msgpack"]
     assert not (cwd / "runs").exists()
 

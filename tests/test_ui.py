@@ -835,3 +835,25 @@ def test_at_80_columns_wrapped_help_lines_keep_their_indent(tmp_path):
         assert "p, space" in app.screen.text and "edit a hyperparameter" in app.screen.text
 
     run_scenario(fake, tmp_path, scenario, size=(80, 24))
+
+
+def test_the_footer_shows_the_keys_before_the_app_has_the_focus(tmp_path):
+    # A browser tab (rltui serve) starts without the focus: the footer must still follow
+    # the bindings (Pause -> Resume), not stay as it was until a click.
+    from textual.widgets._footer import FooterKey
+
+    fake = FakeSession()
+
+    def shown(app) -> list[str]:
+        return [key.description for key in app.dashboard.query(FooterKey)]
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        app.app_focus = False  # as a browser tab starts: no focus until a click
+        await pilot.pause()
+        fake.submit(Pause())
+        await until(pilot, lambda: status_text(app) == "paused")
+        await until(pilot, lambda: "Resume" in shown(app), timeout=3)
+        assert "Pause" not in shown(app)
+
+    run_scenario(fake, tmp_path, scenario)

@@ -20,7 +20,7 @@ from flax import struct
 
 from trainers import networks, normalize, recurrent
 from trainers.envs import EnvSpec
-from trainers.hparams import DynamicHParams, StaticConfig
+from trainers.hparams import DynamicHParams, StaticConfig, batch_split_problem
 from trainers.rollout import reset_envs, rollout
 from trainers.types import ChunkMetrics, TrainState, Transition, UpdateMetrics
 
@@ -78,10 +78,12 @@ class GradientStep(NamedTuple):
 
 
 def check_devices(static: StaticConfig, num_devices: int) -> None:
-    if static.num_envs % num_devices:
-        raise ValueError(
-            f"num_envs: {static.num_envs} environments cannot be split evenly over {num_devices} devices"
-        )
+    problem = batch_split_problem(
+        algo=static.algo, network=static.network, num_envs=static.num_envs, num_steps=static.num_steps,
+        num_minibatches=static.num_minibatches, num_devices=num_devices,
+    )
+    if problem is not None:
+        raise ValueError(f"{problem[0]}: {problem[1]}")
 
 
 @struct.dataclass

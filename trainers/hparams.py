@@ -1,17 +1,44 @@
-"""Static configuration (shapes, compiled in) versus dynamic hyperparameters (traced).
+"""The trainer's keys, declared once (`TRAINER_KEYS`), and the two types derived from them:
+`StaticConfig` (shapes and program, compiled in) and `DynamicHParams` (traced float32
+scalars, changed without recompiling).
 
 This module is plain Python and NumPy so that validation can run before JAX starts.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import reprlib
-import sys
-from typing import Any, Mapping, NamedTuple
+import difflib
+from typing import Any, Mapping
 
 import numpy as np
+
+from trainers.env_import import is_import_path, is_object_id
+from trainers.envs import SUPPORTED_ENVS
+from trainers.keys import (
+    INT32_MAX,
+    QUOTE_LIMIT,
+    STATIC,
+    TRACED,
+    Choice,
+    HParamError,
+    IntRange,
+    Key,
+    Number,
+    Rule,
+    Switch,
+    TrainerSwitch,
+    Widths,
+    quote,
+    shorten,
+    static_config_type,
+    traced_fields_type,
+)
+
+__all__ = [
+    "ACTIVATIONS", "ALGOS", "ALGO_HPARAMS", "EDITABLE_HPARAMS", "LIVE_HPARAMS", "LOG_STD_MODES", "NETWORKS",
+    "PRECISIONS", "QUOTE_LIMIT", "TRAINER_KEYS", "UNDEFINED_METRICS", "DynamicHParams", "HParamError",
+    "StaticConfig", "batch_split_problem", "check_changes", "hparam_rule", "quote", "shorten", "validate_hparam",
+]
 
 ACTIVATIONS = ("tanh", "relu")
 ALGOS = ("ppo", "reinforce")
@@ -22,40 +49,95 @@ NETWORKS = ("mlp", "gru", "cnn")
 LOG_STD_MODES = ("param", "state")
 
 
-@dataclasses.dataclass(frozen=True)
-class StaticConfig:
-    """Everything that changes a shape or the traced program: changing it recompiles."""
+class EnvId(Rule):
+    """An environment `trainers.envs.make_env` can build: a built-in id, or an import path
+    (imported later, by the commands that must)."""
 
-    env_id: str = "CartPole-v1"
-    algo: str = "ppo"
-    num_envs: int = 4
-    num_steps: int = 128
-    num_minibatches: int = 4
-    update_epochs: int = 4
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    activation: str = "tanh"
-    # "bf16": network matmuls in bfloat16; params, optimizer state and losses stay float32.
-    precision: str = "fp32"
-    # Independent agents trained at once, vmapped over a seed axis inside the device map.
-    num_seeds: int = 1
-    # "mlp": feed-forward actor-critic. "gru": a GRU core whose hidden state is carried per
-    # environment through rollouts and updates (trainers/recurrent.py). "cnn": a convolution
-    # over image observations (MinAtar's 10x10xC), then the MLP towers.
-    network: str = "mlp"
-    # Continuous actions: "param", a learned log standard deviation per action dimension
-    # (state-independent); "state", a standard deviation the policy head outputs per state.
-    log_std: str = "param"
-    log_std_init: float = 0.0  # the initial log standard deviation
-    # Keep each env's exploration noise for this many steps (1: fresh noise every step).
-    noise_hold: int = 1
-    # Running mean/std normalisation of observations, and of rewards by the running standard
-    # deviation of the discounted return; the statistics are part of the training state.
-    normalize_obs: bool = False
-    normalize_rewards: bool = False
-    # Capacity of the per-chunk metrics buffer. The number of updates a chunk runs is a
-    # traced argument up to this bound, so the session can size chunks without recompiling.
-    max_chunk_updates: int = 512
+    def describe(self) -> str:
+        return "an environment id (`rltui envs` lists them) or an import path (`my_pkg.envs:make_env`)"
 
+    def coerce(self, name: str, value: Any) -> str:
+        if not isinstance(value, str):
+            raise HParamError(f"{name}: expected a string, got {quote(value)}")
+        if value not in SUPPORTED_ENVS and not is_import_path(value) and not is_object_id(value):
+            by_lower = {env.lower(): env for env in SUPPORTED_ENVS}
+            close = difflib.get_close_matches(value.lower(), list(by_lower), n=1, cutoff=0.5)
+            hint = f"did you mean {by_lower[close[0]]!r}? " if close else ""
+            raise HParamError(f"{name}: unknown environment {quote(value)}; {hint}run `rltui envs` to list the supported ones")
+        return value
+
+
+_COUNT = IntRange(1, INT32_MAX)
+_PPO, _REINFORCE = ("ppo",), ("reinforce",)
+
+# Every key the trainer reads. Order: the order of the configuration reference, the editor
+# and the DynamicHParams fields.
+TRAINER_KEYS: tuple[Key, ...] = (
+    # --- compiled in: shapes and the program --------------------------------------------
+    Key("env", "CartPole-v1", "the environment to train on: a built-in id, or `module:attr` for your own "
+        "(see docs/environments.md)", EnvId(), STATIC, field="env_id"),
+    Key("algo", "ppo", "training algorithm: " + ", ".join(ALGOS), Choice(ALGOS), STATIC),
+    Key("num_envs", 4, "parallel environments (split evenly across devices)", _COUNT, STATIC),
+    Key("num_steps", 128, "steps per environment in each rollout", _COUNT, STATIC),
+    Key("num_minibatches", 4, "minibatches per epoch; must divide num_steps (gru: num_envs per device)", _COUNT,
+        STATIC, algos=_PPO),
+    Key("update_epochs", 4, "passes over each rollout", _COUNT, STATIC, algos=_PPO),
+    Key("hidden_sizes", (64, 64), "hidden layer widths of the policy and value MLPs", Widths(), STATIC),
+    Key("activation", "tanh", "hidden activation: " + ", ".join(ACTIVATIONS), Choice(ACTIVATIONS), STATIC),
+    Key("precision", "fp32", "network arithmetic: fp32, or bf16 (bfloat16 matmuls; float32 params, optimizer and "
+        "losses)", Choice(PRECISIONS), STATIC),
+    Key("num_seeds", 1, "independent agents trained at once (seed, seed+1, ...), vmapped in one program", _COUNT,
+        STATIC),
+    Key("network", "mlp", "policy network: mlp, gru (a GRU core whose hidden state is carried per environment "
+        "through rollouts and updates), or cnn (a 3x3 convolution before the MLP, for MinAtar's image "
+        "observations)", Choice(NETWORKS), STATIC),
+    Key("log_std", "param", "continuous actions: param (a learned std per action dimension) or state (the policy "
+        "outputs a std for each state)", Choice(LOG_STD_MODES), STATIC),
+    Key("log_std_init", 0.0, "continuous actions: initial log standard deviation of the policy",
+        Number(-5.0, 2.0), STATIC),
+    Key("noise_hold", 1, "keep each env's exploration noise for N steps of a rollout (temporally correlated "
+        "exploration); 1 = fresh noise every step", _COUNT, STATIC),
+    Key("normalize_obs", False, "standardise observations by their running mean and std (kept in checkpoints)",
+        Switch(), STATIC),
+    Key("normalize_rewards", False, "divide rewards by the running std of the discounted return (kept in "
+        "checkpoints)", Switch(), STATIC),
+    # The capacity of the per-chunk metrics buffer: a chunk's update count is traced up to
+    # this bound, so the session sizes chunks without recompiling.
+    Key("max_chunk_updates", 512, "updates a chunk may hold", _COUNT, STATIC, config=False),
+    # --- traced: float32 arguments of the compiled step ----------------------------------
+    Key("lr", 2.5e-4, "Adam learning rate (start value when annealed)", Number(0, low_open=True, float32=True),
+        TRACED, live=True),
+    Key("gamma", 0.99, "discount factor", Number(0, 1, low_open=True, float32=True), TRACED, live=True),
+    Key("gae_lambda", 0.95, "GAE lambda", Number(0, 1, float32=True), TRACED, live=True, algos=_PPO),
+    Key("clip_eps", 0.2, "PPO clip range for the policy ratio and the value", Number(0, low_open=True, float32=True),
+        TRACED, live=True, algos=_PPO),
+    Key("ent_coef", 0.01, "entropy bonus coefficient", Number(0, float32=True), TRACED, live=True),
+    Key("vf_coef", 0.5, "value loss coefficient", Number(0, float32=True), TRACED, live=True),
+    Key("max_grad_norm", 0.5, "global gradient norm clip", Number(0, low_open=True, float32=True), TRACED,
+        live=True),
+    Key("anneal_lr", True, "decay the learning rate linearly to 0 over the run", Switch(), TRACED),
+    # The update count the annealing runs over, from total_timesteps.
+    Key("anneal_updates", 1.0, "updates the learning rate anneals over", Number(1, float32=True), TRACED,
+        config=False),
+    Key("baseline", True, "reinforce: subtract a learned value baseline V(s) from the return", Switch(), TRACED,
+        live=True, algos=_REINFORCE),
+    Key("normalize_returns", True, "reinforce: normalise the returns (advantages) over each batch", Switch(),
+        TRACED, live=True, algos=_REINFORCE),
+    Key("reward_scale", 1.0, "multiply rewards by this for learning (after normalize_rewards); reported returns "
+        "stay unscaled", Number(0, low_open=True, float32=True), TRACED, live=True),
+)
+_BY_NAME = {key.attr: key for key in TRAINER_KEYS}
+
+# The live-editable hyperparameters each algorithm reads, in display order.
+ALGO_HPARAMS = {
+    algo: tuple(k.name for k in TRAINER_KEYS if k.live and k.reads(algo)) for algo in ALGOS
+}
+EDITABLE_HPARAMS = ALGO_HPARAMS["ppo"]
+# Everything a live edit may change, whatever the algorithm.
+LIVE_HPARAMS = tuple(k.name for k in TRAINER_KEYS if k.live)
+
+
+class _StaticMethods:
     @property
     def steps_per_update(self) -> int:
         return self.num_envs * self.num_steps
@@ -65,30 +147,19 @@ class StaticConfig:
         return self.network == "gru"
 
 
-class DynamicHParams(NamedTuple):
-    """Hyperparameters passed to the jitted step as float32 scalars.
+StaticConfig = static_config_type(TRAINER_KEYS, _StaticMethods)
+StaticConfig.__doc__ = "Everything that changes a shape or the traced program: changing it recompiles."
+
+
+class DynamicHParams(traced_fields_type(TRAINER_KEYS)):
+    """Hyperparameters passed to the jitted step as float32 scalars, one per traced key.
 
     A NamedTuple is a pytree without importing JAX. Every leaf is a float32 NumPy scalar:
-    a Python float or a float64 would change the traced dtype and recompile.
+    a Python float or a float64 would change the traced dtype and recompile. Switches are
+    1.0 (on) or 0.0 (off).
     """
 
-    lr: np.float32 = np.float32(2.5e-4)
-    gamma: np.float32 = np.float32(0.99)
-    gae_lambda: np.float32 = np.float32(0.95)
-    clip_eps: np.float32 = np.float32(0.2)
-    ent_coef: np.float32 = np.float32(0.01)
-    vf_coef: np.float32 = np.float32(0.5)
-    max_grad_norm: np.float32 = np.float32(0.5)
-    # 1.0 anneals lr linearly to zero over `anneal_updates` updates, 0.0 keeps it constant.
-    anneal_lr: np.float32 = np.float32(1.0)
-    anneal_updates: np.float32 = np.float32(1.0)
-    # REINFORCE switches, 1.0 on / 0.0 off: a learned value baseline, and normalising the
-    # returns (advantages, with the baseline) over the batch. Ignored by PPO.
-    baseline: np.float32 = np.float32(1.0)
-    normalize_returns: np.float32 = np.float32(1.0)
-    # Rewards are multiplied by this before the advantage and value targets are computed
-    # (after `normalize_rewards`, when on); episode returns are reported unscaled.
-    reward_scale: np.float32 = np.float32(1.0)
+    __slots__ = ()
 
     @classmethod
     def create(cls, **values: float) -> "DynamicHParams":
@@ -99,12 +170,15 @@ class DynamicHParams(NamedTuple):
         return cls()._replace(**{k: np.float32(v) for k, v in values.items()})
 
     def with_updates(self, changes: Mapping[str, float]) -> "DynamicHParams":
-        """Return a copy with `changes` applied; static or unknown keys are rejected."""
-        for name, value in changes.items():
-            if name not in LIVE_HPARAMS:
-                raise KeyError(f"{quote(name)} is not a live-editable hyperparameter")
-            validate_hparam(name, value)
-        cast = {k: np.asarray(v, dtype=np.asarray(getattr(self, k)).dtype)[()] for k, v in changes.items()}
+        """A copy with the live `changes` applied (checked by `check_changes`); static or
+        unknown keys are rejected. Each value keeps its leaf's dtype."""
+        try:
+            checked = check_changes(changes)
+        except HParamError as err:
+            if any(name not in LIVE_HPARAMS for name in changes):
+                raise KeyError(str(err)) from None
+            raise
+        cast = {k: np.asarray(v, dtype=np.asarray(getattr(self, k)).dtype)[()] for k, v in checked.items()}
         return self._replace(**cast)
 
     def as_floats(self) -> dict[str, float]:
@@ -112,95 +186,51 @@ class DynamicHParams(NamedTuple):
         return {k: float(str(v)) for k, v in self._asdict().items()}
 
 
-# name -> (predicate, description of what is allowed)
-_HPARAM_RULES = {
-    "lr": (lambda v: v > 0, "a number > 0"),
-    "gamma": (lambda v: 0 < v <= 1, "a number in (0, 1]"),
-    "gae_lambda": (lambda v: 0 <= v <= 1, "a number in [0, 1]"),
-    "clip_eps": (lambda v: v > 0, "a number > 0"),
-    "ent_coef": (lambda v: v >= 0, "a number >= 0"),
-    "vf_coef": (lambda v: v >= 0, "a number >= 0"),
-    "max_grad_norm": (lambda v: v > 0, "a number > 0"),
-    "anneal_lr": (lambda v: v in (0, 1), "0 or 1"),
-    "anneal_updates": (lambda v: v >= 1, "a number >= 1"),
-    "baseline": (lambda v: v in (0, 1), "0 or 1"),
-    "normalize_returns": (lambda v: v in (0, 1), "0 or 1"),
-    "reward_scale": (lambda v: v > 0, "a number > 0"),
-}
-
-EDITABLE_HPARAMS = ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm", "reward_scale")
-# The live-editable hyperparameters each algorithm reads, in display order.
-ALGO_HPARAMS = {
-    "ppo": EDITABLE_HPARAMS,
-    "reinforce": ("lr", "gamma", "ent_coef", "vf_coef", "max_grad_norm", "baseline", "normalize_returns", "reward_scale"),
-}
-# Everything `with_updates` accepts, whatever the algorithm.
-LIVE_HPARAMS = tuple(dict.fromkeys(name for names in ALGO_HPARAMS.values() for name in names))
-
-
-class HParamError(ValueError):
-    """A hyperparameter value that is not allowed; the message names field and rule."""
+def _trainer_rule(key: Key) -> Rule:
+    # A traced switch is a bool in the configuration and 0.0/1.0 in the trainer.
+    return TrainerSwitch() if isinstance(key.rule, Switch) else key.rule
 
 
 def hparam_rule(name: str) -> str:
-    return _HPARAM_RULES[name][1]
+    """What a traced hyperparameter allows, as the trainer (and the editor) takes it."""
+    return _trainer_rule(_BY_NAME[name]).describe()
 
 
 def validate_hparam(name: str, value: object) -> float:
-    """Return `value` as a float, or raise HParamError saying what is allowed. The value must
-    also hold as the float32 the trainer receives (1e39 is inf there, 1e-50 is 0)."""
-    ok, allowed = _HPARAM_RULES[name]
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise HParamError(f"{name}: expected {allowed}, got {quote(value)}")
-    try:
-        number = float(value)
-    except OverflowError:  # an integer beyond the float range
-        number = math.inf
-    if not math.isfinite(number):
-        raise HParamError(f"{name}: expected {allowed}, got {quote(value)}, which is not a finite number")
-    as_float32 = float(np.float32(number)) if abs(number) <= _FLOAT32_MAX else math.inf
-    if not math.isfinite(as_float32):
-        raise HParamError(f"{name}: expected {allowed}, got {quote(value)}, which is too large for a 32-bit float")
-    if not ok(number):
-        raise HParamError(f"{name}: expected {allowed}, got {quote(value)}")
-    if not ok(as_float32):
-        raise HParamError(f"{name}: expected {allowed}, got {quote(value)}, which is {as_float32:g} as a 32-bit float")
-    return number
+    """`value` as a float, or HParamError saying what `name` allows. The value must also
+    hold as the float32 the trainer receives (1e39 is inf there, 1e-50 is 0)."""
+    return float(_trainer_rule(_BY_NAME[name]).coerce(name, value))
 
 
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
-QUOTE_LIMIT = 80  # characters of a quoted value in an error message
+def check_changes(changes: Mapping[str, object]) -> dict[str, float]:
+    """A live edit, checked: every name live-editable and every value allowed; HParamError
+    naming the first bad field. The one check every path of an edit goes through."""
+    out = {}
+    for name, value in changes.items():
+        if name not in LIVE_HPARAMS:
+            raise HParamError(f"{quote(name)}: not editable while training; editable: {', '.join(LIVE_HPARAMS)}")
+        out[name] = validate_hparam(name, value)
+    return out
 
 
-def _quoter() -> reprlib.Repr:
-    r = reprlib.Repr()
-    # Depth and width bounds keep nested values short before the final cut.
-    r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset = 3, 6, 6, 4, 6
-    r.maxstring, r.maxlong, r.maxother = QUOTE_LIMIT, QUOTE_LIMIT, QUOTE_LIMIT
-    return r
-
-
-_QUOTER = _quoter()
-
-
-def shorten(text: str, limit: int = QUOTE_LIMIT) -> str:
-    """`text` cut to about `limit` characters, keeping its start and end."""
-    if len(text) <= limit:
-        return text
-    half = (limit - 3) // 2
-    return text[:half] + "..." + text[-half:]
-
-
-def quote(value: Any) -> str:
-    """A user's value as an error message shows it: its repr, shortened to about QUOTE_LIMIT
-    characters (a long string says how long it is), whatever its size or depth. Every
-    message that quotes a value goes through here, so none can echo megabytes back."""
-    try:
-        text = shorten(_QUOTER.repr(value))
-    except ValueError:  # an int beyond sys.get_int_max_str_digits() has no decimal repr
-        return f"an integer of more than {sys.get_int_max_str_digits():,} digits"
-    if isinstance(value, (str, bytes)) and len(value) > QUOTE_LIMIT:
-        text += f" ({len(value):,} characters)"
-    elif isinstance(value, int) and not isinstance(value, bool) and len(text) >= QUOTE_LIMIT:
-        text += f" ({len(str(abs(value))):,} digits)"
-    return text
+def batch_split_problem(
+    *, algo: str, network: str, num_envs: int, num_steps: int, num_minibatches: int, num_devices: int = 1
+) -> tuple[str, str] | None:
+    """How a batch fails to split over devices and minibatches, as (key, reason), or None.
+    The one statement of these rules: the configuration checks them before anything starts
+    and the trainer before it compiles."""
+    if num_envs % num_devices:
+        return "num_envs", (
+            f"{num_envs} environments cannot be split evenly over {num_devices} devices; "
+            f"use a multiple of {num_devices}, or set devices to a count that divides {num_envs}"
+        )
+    per_device = num_envs // num_devices
+    if network == "gru" and algo == "ppo":
+        # Recurrent minibatches hold whole env sequences (the GRU is replayed over time).
+        if per_device % num_minibatches:
+            where = f"num_envs ({num_envs})" if num_devices == 1 else (
+                f"the {per_device} environments each of {num_devices} devices holds")
+            return "num_minibatches", f"with network = \"gru\" must divide {where}, got {num_minibatches}"
+    elif algo == "ppo" and num_steps % num_minibatches:  # REINFORCE takes one step per rollout
+        return "num_minibatches", f"must divide num_steps ({num_steps}), got {num_minibatches}"
+    return None

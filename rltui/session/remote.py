@@ -21,8 +21,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from trainers.hparams import DynamicHParams
-
+from rltui.errors import UsageError
 from rltui.session import protocol
 from rltui.session.commands import Command, Stop
 from rltui.session.control_paths import find_socket
@@ -30,11 +29,12 @@ from rltui.session.controller import SessionListener
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.metrics import MetricsSnapshot, MetricsStore
 from rltui.session.protocol import ProtocolError
+from trainers.hparams import DynamicHParams
 
 LOST = "lost the connection to the run (killed or crashed?); its files say how far it got"
 
 
-class AttachError(Exception):
+class AttachError(UsageError):
     """Nothing to attach to, or it does not speak our protocol: one line for the user."""
 
 

@@ -100,6 +100,9 @@ class DashboardApp(App[None]):
         # start-up costs (a compile, caches), so its speed says little about the rest, and
         # the ETA waits for a later one.
         self._first_chunk_update: int | None = None
+        if session.state in (SessionState.RUNNING, SessionState.PAUSED):
+            # Attached to a run in progress: its speed is the run's, past its start-up.
+            self._first_chunk_update = -1
         self.quitting = False  # Stop sent; the app exits when the session has ended
         self.attached = session.outlives_client  # the run goes on without this dashboard
         self.dashboard = DashboardScreen(config, chart_interval=chart_interval)
@@ -236,7 +239,8 @@ class DashboardApp(App[None]):
         elif state is SessionState.ERROR:
             self.notify(message.message or "training failed", title="training error", severity="error", timeout=30)
         elif state is SessionState.FINISHED:
-            self.notify("Training has ended. Press q to quit.", title="finished", timeout=10)
+            leave = "close this dashboard" if self.attached else "quit"
+            self.notify(f"Training has ended. Press q to {leave}.", title="finished", timeout=10)
 
     def on_session_event_logged(self, message: SessionEventLogged) -> None:
         if self._hold_until_ready(message):

@@ -26,6 +26,17 @@ SIDE_PANELS = ("events", "hparams", "devices")
 _PAUSE_HELP = "pause / resume training at the next chunk boundary"
 
 
+class KeysFooter(Footer):
+    """Textual's footer redraws its keys only while the app has the focus. A browser tab
+    (rltui serve) starts without it, and until a click the footer stayed blank: here the
+    keys follow the bindings whether or not the app has the focus."""
+
+    def bindings_changed(self, screen: Screen) -> None:
+        self._bindings_ready = True
+        if self.is_attached and screen is self.screen:
+            self.call_after_refresh(self.recompose)
+
+
 class DashboardScreen(Screen):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
@@ -77,7 +88,7 @@ class DashboardScreen(Screen):
             yield HParamsPanel(self.config, id="hparams", classes="side-panel")
             yield DevicePanel(id="devices", classes="side-panel")
             yield EventsLog(id="events", classes="side-panel")
-        yield Footer(compact=True)
+        yield KeysFooter(compact=True)
 
     def on_mount(self) -> None:
         self.watch_side_panel(self.side_panel)

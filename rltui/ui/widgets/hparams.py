@@ -42,7 +42,9 @@ class HParamsPanel(VerticalScroll):
         # Long names (checkpoint_every_updates) run over rather than push every value right.
         width = min(16, max(len(k) for k in KEYS))
         lines = [
-            f"{key:<{width}} {_static_value(getattr(self.config, key))}" for key, info in KEYS.items() if not info.dynamic
+            f"{key:<{width}} {_static_value(getattr(self.config, key))}"
+            for key, info in KEYS.items()
+            if not info.live and info.reads(self.config.algo)
         ]
         yield Static("\n".join(lines), id="hp-static", markup=False)
 
