@@ -95,3 +95,12 @@ def test_presets_results_table_matches_the_presets_records():
             steps, wall, mean, worst = (cells.strip() for cells in rows[env][3:7])
             assert (steps, wall, float(mean), float(worst)) == (
                 f"{result.steps / 1e6:.1f}M", f"{result.wall_seconds:g} s", result.mean, result.min), env
+
+
+def test_exit_code_table_lists_every_exit_code():
+    from rltui.errors import ExitCode
+
+    page = (DOCS / "command-line.md").read_text(encoding="utf-8")
+    cells = [line.split("|")[1].strip() for line in page.splitlines() if line.startswith("| ")]
+    rows = {int(cell) for cell in cells if cell.isdigit()}
+    assert rows == {int(code) for code in ExitCode}
