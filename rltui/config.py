@@ -40,6 +40,7 @@ from trainers.keys import (
     HParamError,
     IntRange,
     Key,
+    Names,
     Number,
     Table,
     quote,
@@ -78,6 +79,9 @@ RUN_KEYS: tuple[Key, ...] = (
     Key("checkpoint_minutes", 10.0, "save a checkpoint every M minutes; 0 = only by update count",
         Number(0, unit="minutes"), RUN),
     Key("keep_checkpoints", 3, "how many recent checkpoints to keep", IntRange(1, INT32_MAX), RUN),
+    Key("loggers", (), "where metrics and events go besides metrics.jsonl and events.jsonl (always written): "
+        "tensorboard (event files in RUN_DIR/tb/), wandb (Weights & Biases; its WANDB_* variables apply)",
+        Names(("jsonl", "tensorboard", "wandb")), RUN),
 )
 
 # Every configuration key, in the order the reference and `--help` list them.

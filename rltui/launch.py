@@ -149,6 +149,9 @@ def launch(args, spec=None) -> int:
         if writer and (presumed := _presumed_run_dir(args)) is not None:
             check_not_in_use(presumed)  # a directory in use is refused at once, before any import of JAX
         config, resume = _config_and_resume(args)
+        from rltui.loggers import check_loggers
+
+        check_loggers(config.loggers)  # a logger whose library is missing: refused before anything starts
         target = _resume_target(args, resume.path) if resume is not None and writer else None
     except (ConfigError, LaunchError) as err:
         return _error(str(err))
@@ -339,6 +342,11 @@ def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume
         return session, None
     recorder = RunRecorder(run_dir)
     session.add_listener(recorder)
+    from rltui.loggers import open_loggers
+
+    loggers = open_loggers(config.loggers, run_dir, config.to_toml_dict(), config.steps_per_update, session.warn)
+    if loggers is not None:
+        session.add_listener(loggers)  # after the recorder: metrics.jsonl is written first
     return session, recorder
 
 

@@ -248,6 +248,27 @@ class Choice(Rule):
 
 
 @dataclasses.dataclass(frozen=True)
+class Names(Rule):
+    """A list of distinct names from `options`, in the order given (a bare name or a
+    comma-separated string, as `--set` passes one, is read as that list)."""
+
+    options: tuple[str, ...]
+
+    def describe(self) -> str:
+        return "a list of names from " + ", ".join(self.options) + f', like ["{self.options[-1]}"]'
+
+    def coerce(self, name: str, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.strip("[]() ").split(",") if part.strip()]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise _expect(name, self.describe(), value)
+        for item in value:
+            if item not in self.options:
+                raise _expect(name, self.describe(), value, f": {quote(item)} is not one of them")
+        return tuple(dict.fromkeys(value))
+
+
+@dataclasses.dataclass(frozen=True)
 class Table(Rule):
     """A table of keyword arguments: string keys; strings, numbers, booleans, arrays or
     tables as values (what TOML holds), at most `depth` levels deep."""

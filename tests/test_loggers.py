@@ -1,0 +1,336 @@
+"""Loggers (`loggers = ["tensorboard", "wandb"]`): event files read back with TensorBoard's
+own reader and compared with metrics.jsonl, resume and rollback without duplicate steps,
+W&B offline, a failing logger switched off with one warning, and bad values refused."""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rltui.config import ConfigError, build_config
+from rltui.loggers import LoggerListener, check_loggers, open_loggers, scalars
+from rltui.session.events import SessionEvent, SessionState
+
+tensorboardX = pytest.importorskip("tensorboardX", reason="the tensorboard extra is not installed")
+from rltui.loggers.tensorboard import CONFIG_TAG, TensorBoardLogger, read_events  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+STEPS = 128  # env steps per update in these tests
+
+
+def record(update: int, seeds: int = 1, offset: float = 0.0) -> dict:
+    """A metrics.jsonl record; episode_return is null in odd updates, as when no episode ended."""
+    out = {
+        "update": update, "env_steps": update * STEPS, "wall_time": 0.5 * update, "sps": 256.0,
+        "episode_return": None if update % 2 else 10.0 * update + offset, "policy_loss": -0.01 * update + offset,
+        "lr": 3e-4,
+    }
+    if seeds > 1:
+        out["seeds"] = {"episode_return": [None if update % 2 else update + i + offset for i in range(seeds)]}
+    return out
+
+
+def accumulate(directory: Path):
+    """TensorBoard's own reader on a run directory (an independent check of the framing)."""
+    accumulator_module = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator", reason="tensorboard (the reader) is not installed"
+    )
+    accumulator = accumulator_module.EventAccumulator(str(directory), size_guidance={"scalars": 0, "tensors": 0})
+    accumulator.Reload()
+    return accumulator
+
+
+def series(accumulator, tag: str) -> list[tuple[int, float]]:
+    return [(e.step, e.value) for e in accumulator.Scalars(tag)]
+
+
+def texts(accumulator, tag: str) -> list[tuple[int, str]]:
+    return [(e.step, b"".join(e.tensor_proto.string_val).decode()) for e in accumulator.Tensors(tag + "/text_summary")]
+
+
+def assert_matches(accumulator, records: list[dict]) -> None:
+    """Every tag holds exactly the records' values at their env steps."""
+    expected: dict[str, list[tuple[int, float]]] = {}
+    for rec in records:
+        for tag, value in scalars(rec).items():
+            expected.setdefault(tag, []).append((rec["env_steps"], value))
+    assert set(accumulator.Tags()["scalars"]) == set(expected)
+    for tag, points in expected.items():
+        got = series(accumulator, tag)
+        assert [s for s, _ in got] == [s for s, _ in points], tag
+        for (_, a), (_, b) in zip(got, points):
+            assert math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9), (tag, a, b)
+
+
+CONFIG = {"env": "CartPole-v1", "lr": 3e-4, "hidden_sizes": [16], "loggers": ["tensorboard"], "anneal_lr": False}
+
+
+# --- the TensorBoard logger ---------------------------------------------------------------
+
+
+def test_event_files_hold_every_metric_per_seed_config_and_events(tmp_path):
+    tb = tmp_path / "tb"
+    logger = TensorBoardLogger(tb, CONFIG)
+    records = [record(u, seeds=3) for u in range(1, 11)]
+    logger.write_records(records[:4])
+    logger.write_event(4 * STEPS, "paused", "paused at update 4")
+    logger.write_event(4 * STEPS, "hparams", "set lr=0.001")
+    logger.write_records(records[4:])
+    logger.write_event(10 * STEPS, "finished", "finished 10 updates")
+    logger.close()
+
+    acc = accumulate(tb)
+    assert_matches(acc, records)
+    assert series(acc, "episode_return/seed_2")[0] == (2 * STEPS, pytest.approx(4.0))
+    assert texts(acc, "events") == [
+        (4 * STEPS, "**paused**: paused at update 4\n\n**hparams**: set lr=0.001"),
+        (10 * STEPS, "**finished**: finished 10 updates"),
+    ]
+    [(step, config)] = texts(acc, CONFIG_TAG)
+    assert step == 0 and 'env = "CartPole-v1"' in config
+    hparams = acc.PluginTagToContent("hparams")
+    assert "_hparams_/session_start_info" in hparams and "_hparams_/experiment" in hparams
+
+
+def test_rollback_cuts_back_so_no_step_repeats(tmp_path):
+    tb = tmp_path / "tb"
+    logger = TensorBoardLogger(tb, CONFIG)
+    logger.write_records([record(u) for u in range(1, 11)])
+    logger.write_event(6 * STEPS, "checkpoint", "saved checkpoint 6")
+    logger.write_records([record(u) for u in range(11, 13)])
+    # The session rolls back to the checkpoint of update 6, then trains on.
+    logger.write_event(6 * STEPS, "rolled back", "rolled back from update 12 to the checkpoint of update 6")
+    after = [record(u, offset=0.5) for u in range(7, 10)]
+    logger.write_records(after)
+    logger.close()
+
+    acc = accumulate(tb)
+    assert_matches(acc, [record(u) for u in range(1, 7)] + after)
+    assert texts(acc, "events") == [
+        (6 * STEPS, "**checkpoint**: saved checkpoint 6\n\n**rolled back**: rolled back from update 12 to the "
+                    "checkpoint of update 6"),
+    ]
+
+
+def test_resume_goes_on_in_the_same_run_without_duplicates(tmp_path):
+    tb = tmp_path / "tb"
+    first = TensorBoardLogger(tb, CONFIG)
+    first.write_records([record(u) for u in range(1, 9)])  # the process is killed after update 8...
+    first.flush()  # ...without closing: whatever was flushed is on disk
+    # ...and resumed from its checkpoint of update 5.
+    second = TensorBoardLogger(tb, {**CONFIG, "total_timesteps": 4096})
+    second.write_event(5 * STEPS, "resumed", "resumed from update 5")
+    resumed = [record(u, offset=1.0) for u in range(6, 12)]
+    second.write_records(resumed)
+    second.close()
+
+    acc = accumulate(tb)
+    assert_matches(acc, [record(u) for u in range(1, 6)] + resumed)
+    assert len(texts(acc, CONFIG_TAG)) == 1  # the configuration once, at step 0
+    steps = [e.step for e in read_events(tb) if any(v.tag == "policy_loss" for v in e.summary.value)]
+    assert steps == sorted(set(steps))
+
+
+def test_a_file_cut_short_by_a_crash_reads_up_to_the_cut(tmp_path):
+    tb = tmp_path / "tb"
+    logger = TensorBoardLogger(tb, CONFIG)
+    logger.write_records([record(u) for u in range(1, 5)])
+    logger.close()
+    [path] = list(tb.iterdir())
+    path.write_bytes(path.read_bytes()[:-7])
+    steps = [e.step for e in read_events(tb) if e.summary.value and e.step > 0]
+    assert steps == [STEPS, 2 * STEPS, 3 * STEPS]
+    resumed = TensorBoardLogger(tb, CONFIG)  # goes on after the damaged record
+    resumed.write_records([record(4)])
+    resumed.close()
+    assert_matches(accumulate(tb), [record(u) for u in range(1, 5)])
+
+
+# --- the listener: a failing logger goes off, training goes on ------------------------------
+
+
+class Failing:
+    label = "broken"
+
+    def __init__(self):
+        self.calls = 0
+        self.closed = False
+
+    def write_records(self, records):
+        self.calls += 1
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def write_event(self, step, kind, message):
+        pass
+
+    def flush(self):
+        pass
+
+    def close(self):
+        self.closed = True
+
+
+class Snapshot:
+    def __init__(self, records):
+        self.new_records = records
+
+
+class Rec:
+    def __init__(self, update):
+        self.update = update
+
+    def to_json(self):
+        return record(self.update)
+
+
+def test_a_failing_logger_warns_once_and_is_switched_off(tmp_path):
+    warnings: list[str] = []
+    broken = Failing()
+    good = TensorBoardLogger(tmp_path / "tb", CONFIG)
+    listener = LoggerListener([broken, good], warnings.append, STEPS)
+    for update in range(1, 4):
+        listener.on_metrics(Snapshot((Rec(update),)))
+    listener.on_event(SessionEvent("paused", 3, "paused at update 3", 1.5))
+    listener.on_state(SessionState.FINISHED, None)
+
+    assert broken.calls == 1 and broken.closed
+    assert warnings == ["logger broken failed (OSError: [Errno 28] No space left on device); "
+                        "it is off for the rest of this run"]
+    assert listener.active == ()  # closed at the end of the session
+    assert_matches(accumulate(tmp_path / "tb"), [record(u) for u in range(1, 4)])
+
+
+def test_a_logger_that_cannot_start_is_reported_and_left_out(tmp_path, monkeypatch):
+    warnings: list[str] = []
+    (tmp_path / "tb").write_text("a file where the directory should be")
+    listener = open_loggers(("jsonl", "tensorboard"), tmp_path, CONFIG, STEPS, warnings.append)
+    assert listener is None
+    assert len(warnings) == 1 and warnings[0].startswith("logger tensorboard could not start")
+
+
+# --- bad values, refused before anything starts ---------------------------------------------
+
+
+def test_loggers_key_accepts_lists_and_refuses_unknown_names():
+    assert build_config({}, {"loggers": "tensorboard"}).loggers == ("tensorboard",)
+    assert build_config({"loggers": ["jsonl", "wandb", "wandb"]}).loggers == ("jsonl", "wandb")
+    assert build_config().loggers == ()
+    with pytest.raises(ConfigError, match=r"^loggers: expected a list of names from jsonl, tensorboard, wandb"):
+        build_config({}, {"loggers": ["tensorbord"]})
+
+
+def test_a_missing_extra_names_the_pip_command(monkeypatch):
+    import rltui.loggers as loggers
+
+    monkeypatch.setattr(loggers.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ConfigError) as err:
+        check_loggers(("jsonl", "tensorboard"))
+    assert str(err.value) == (
+        'loggers: tensorboard needs the tensorboardX package, which is not installed; '
+        'install it with pip install "rltui[tensorboard]"'
+    )
+
+
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["JAX_PLATFORMS"] = "cpu"
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    return env
+
+
+def test_cli_refuses_a_missing_extra_before_anything_starts(tmp_path):
+    # find_spec is made to miss wandb in the child only: the CLI runs as a user's would.
+    code = (
+        "import importlib.util, sys; real = importlib.util.find_spec;"
+        "importlib.util.find_spec = lambda n, *a: None if n == 'wandb' else real(n, *a);"
+        "from rltui.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, "launch", "--no-ui", "--set", "loggers=[\"tensorboard\", \"wandb\"]",
+         "--run-dir", str(tmp_path / "run")],
+        cwd=tmp_path, env=cli_env(tmp_path), capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        'rltui: error: loggers: wandb needs the wandb package, which is not installed; '
+        'install it with pip install "rltui[wandb]"'
+    ]
+    assert not (tmp_path / "run").exists()
+    assert "jax" not in result.stderr
+
+
+# --- a real run: launch, resume, rollback-free history, compared with metrics.jsonl ----------
+
+TINY = ["--set", "num_envs=4", "--set", "num_steps=32", "--set", "num_minibatches=2", "--set", "update_epochs=1",
+        "--set", "hidden_sizes=[16]", "--set", "anneal_lr=false", "--set", "num_seeds=2"]
+
+
+def read_metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_run_and_its_resume_write_tensorboard_equal_to_metrics_jsonl(tmp_path):
+    run = tmp_path / "run"
+    common = ["--no-ui", *TINY, "--set", "loggers=tensorboard", "--set", "checkpoint_every_updates=4"]
+    first = subprocess.run(
+        [sys.executable, "-m", "rltui", "launch", *common, "--set", f"total_timesteps={8 * STEPS}",
+         "--run-dir", str(run)],
+        cwd=tmp_path, env=cli_env(tmp_path), capture_output=True, text=True, timeout=300,
+    )
+    assert first.returncode == 0, first.stderr
+    acc = accumulate(run / "tb")
+    assert_matches(acc, read_metrics(run))
+    assert "episode_return/seed_1" in acc.Tags()["scalars"]
+    assert [kind for _, text in texts(acc, "events") for kind in ("compiled", "finished") if kind in text]
+
+    # Resume from the checkpoint of update 4, not the last: metrics.jsonl and the event
+    # files both go back to it and on from there.
+    second = subprocess.run(
+        [sys.executable, "-m", "rltui", "launch", *common, "--set", f"total_timesteps={12 * STEPS}",
+         "--resume", str(run / "checkpoints" / "checkpoint-000000004.msgpack")],
+        cwd=tmp_path, env=cli_env(tmp_path), capture_output=True, text=True, timeout=300,
+    )
+    assert second.returncode == 0, second.stderr
+    records = read_metrics(run)
+    assert [r["update"] for r in records] == list(range(1, 13))
+    assert_matches(accumulate(run / "tb"), records)
+
+
+# --- Weights & Biases, offline ---------------------------------------------------------------
+
+
+def test_wandb_offline_writes_its_run_directory(tmp_path, monkeypatch):
+    pytest.importorskip("wandb", reason="the wandb extra is not installed")
+    for name in list(os.environ):
+        if name.startswith("WANDB_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("WANDB_MODE", "offline")  # never the network
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    from rltui.loggers.wandb_logger import ID_FILE, WandbLogger
+
+    logger = WandbLogger(tmp_path, CONFIG)
+    logger.write_records([record(u, seeds=2) for u in range(1, 6)])
+    logger.write_event(5 * STEPS, "paused", "paused at update 5")
+    logger.close()
+    import wandb
+
+    wandb.teardown()  # ends wandb's service process, which writes the record log out
+    run_id = (tmp_path / ID_FILE).read_text().strip()
+    [run_dir] = list((tmp_path / "wandb").glob(f"offline-run-*-{run_id}"))
+    [log] = list(run_dir.glob(f"run-{run_id}.wandb"))
+    data = log.read_bytes()  # W&B's own record log, synced later by `wandb sync`
+    for needle in (b"CartPole-v1", b"episode_return/seed_1", b"env_steps", b"paused at update 5"):
+        assert needle in data, needle
+
+    again = WandbLogger(tmp_path, CONFIG)  # a resumed run goes on in the same W&B run
+    again.close()
+    assert len(list((tmp_path / "wandb").glob(f"offline-run-*-{run_id}"))) >= 1
+    assert (tmp_path / ID_FILE).read_text().strip() == run_id
