@@ -132,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--port", type=int, default=8000, help="TCP port to listen on (default 8000)")
     serve.add_argument("--theme", metavar="NAME", help="dashboard theme (default rltui-dark)")
+    from rltui import compare, export
+
+    export.add_parser(sub)
+    compare.add_parser(sub)
     return parser
 
 
@@ -219,6 +223,10 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: l
         from rltui import inspect_checkpoint
 
         return inspect_checkpoint.cmd_eval(args) if args.command == "eval" else inspect_checkpoint.cmd_info(args)
+    if args.command in ("export", "compare"):
+        from rltui import compare, export
+
+        return export.cmd_export(args) if args.command == "export" else compare.cmd_compare(args)
     parser.print_help()
     return ExitCode.USAGE
 

@@ -1,0 +1,312 @@
+"""`rltui compare RUN_DIR...`: runs side by side, headless. A table of each run's final and
+best return, the env steps it took to reach `--threshold`, its wall time and how its
+configuration differs from the first run's; `--group-by KEY` aggregates runs sharing a
+value of KEY (seeds, say) into a mean or interquartile mean with a bootstrap confidence
+interval; `--plot` draws the curves in the terminal.
+
+The statistics here (debiased EMA, IQM, bootstrap intervals, curves on a common grid) are
+plain NumPy on lists read by `rltui.export.read_run`, so the runs view shares them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from rltui.errors import UsageError
+from rltui.export import RunData, open_run
+
+FINAL_WINDOW = 10  # the final return: the mean of the last this many finite values
+
+
+# --- statistics -------------------------------------------------------------------------------
+
+
+def ema(values: Sequence[float], weight: float) -> np.ndarray:
+    """Exponential moving average with bias correction (as TensorBoard's smoothing): the
+    early points are not pulled toward zero. weight 0: the raw values."""
+    if not 0 <= weight < 1:
+        raise ValueError(f"smoothing weight must be in [0, 1), got {weight}")
+    out = np.empty(len(values))
+    acc, norm = 0.0, 0.0
+    for i, value in enumerate(values):
+        acc = weight * acc + (1 - weight) * value
+        norm = weight * norm + (1 - weight)
+        out[i] = acc / norm
+    return out
+
+
+def iqm(values: Sequence[float]) -> float:
+    """Interquartile mean: the mean of the middle 50% (the 25% at each end trimmed, with
+    fractional weights where 25% of the count is not whole)."""
+    x = np.sort(np.asarray(values, dtype=float))
+    n = len(x)
+    if n == 0:
+        return math.nan
+    low, high = 0.25 * n, 0.75 * n
+    # Each sorted value covers [i, i+1) of the count; weigh it by how much lies in [low, high).
+    edges = np.arange(n + 1)
+    weights = np.clip(np.minimum(edges[1:], high) - np.maximum(edges[:-1], low), 0, None)
+    return float(np.sum(weights * x) / np.sum(weights))
+
+
+def mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if len(values) else math.nan
+
+
+STATISTICS: dict[str, Callable[[Sequence[float]], float]] = {"mean": mean, "iqm": iqm}
+
+
+class Interval(NamedTuple):
+    center: float
+    low: float
+    high: float
+
+
+def bootstrap(values: Sequence[float], statistic: Callable[[Sequence[float]], float] = mean, *,
+              resamples: int = 2000, level: float = 0.95, seed: int = 0) -> Interval:
+    """The statistic of `values` with a percentile bootstrap interval (resampling the runs
+    with replacement; a fixed seed, so the same runs give the same band)."""
+    x = np.asarray(values, dtype=float)
+    if len(x) == 0:
+        return Interval(math.nan, math.nan, math.nan)
+    center = statistic(x)
+    if len(x) == 1:
+        return Interval(center, center, center)
+    rng = np.random.default_rng(seed)
+    samples = x[rng.integers(0, len(x), size=(resamples, len(x)))]
+    stats = np.mean(samples, axis=1) if statistic is mean else np.array([statistic(s) for s in samples])
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(stats, [tail, 100 - tail])
+    return Interval(center, float(low), float(high))
+
+
+class Band(NamedTuple):
+    steps: np.ndarray
+    center: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+
+def curve_on_grid(steps: Sequence[int], values: Sequence[float], grid: np.ndarray) -> np.ndarray:
+    """A run's curve at the grid's env steps (linear between points, NaN outside the run)."""
+    if not len(steps):
+        return np.full(len(grid), np.nan)
+    out = np.interp(grid, steps, values)
+    out[(grid < steps[0]) | (grid > steps[-1])] = np.nan
+    return out
+
+
+def band(curves: Sequence[tuple[Sequence[int], Sequence[float]]], statistic: str = "mean", *,
+         points: int = 100, resamples: int = 1000, level: float = 0.95, seed: int = 0) -> Band:
+    """Several runs' curves (already smoothed if wanted) as one: at each of `points` env
+    steps up to where the shortest run ends, the statistic across runs and its bootstrap
+    interval."""
+    curves = [(np.asarray(s), np.asarray(v)) for s, v in curves if len(s)]
+    if not curves:
+        empty = np.array([])
+        return Band(empty, empty, empty, empty)
+    start = max(s[0] for s, _ in curves)
+    end = min(s[-1] for s, _ in curves)
+    grid = np.linspace(start, end, points) if end > start else np.array([float(end)])
+    stacked = np.stack([curve_on_grid(s, v, grid) for s, v in curves])
+    stat = STATISTICS[statistic]
+    intervals = [bootstrap(column, stat, resamples=resamples, level=level, seed=seed) for column in stacked.T]
+    return Band(grid, *(np.array(part) for part in zip(*intervals)))
+
+
+# --- one run's figures ---------------------------------------------------------------------------
+
+
+class RunSummary(NamedTuple):
+    name: str
+    env: str
+    algo: str
+    updates: int
+    env_steps: int
+    final: float  # mean of the last FINAL_WINDOW finite values of the metric
+    best: float
+    steps_to_threshold: int | None  # first env steps at which the metric reached the threshold
+    wall_time: float
+    differences: tuple[str, ...]  # "key=value" where the config differs from the first run's
+    problems: tuple[str, ...]
+
+
+def steps_to(steps: Sequence[int], values: Sequence[float], threshold: float) -> int | None:
+    for step, value in zip(steps, values):
+        if value >= threshold:
+            return int(step)
+    return None
+
+
+def config_differences(base: dict[str, Any], config: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(
+        f"{key}={_show(config.get(key, '(unset)'))}"
+        for key in sorted(set(base) | set(config))
+        if base.get(key) != config.get(key)
+    )
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return "[" + ",".join(_show(v) for v in value) + "]"
+    return str(value)
+
+
+def summarize(run: RunData, metric: str, threshold: float | None, base: dict[str, Any]) -> RunSummary:
+    steps, values = run.column(metric)
+    last = run.records[-1] if run.records else {}
+    tail = values[-FINAL_WINDOW:]
+    return RunSummary(
+        name=run.name,
+        env=str(run.config.get("env", "?")),
+        algo=str(run.config.get("algo", "?")),
+        updates=int(last.get("update", 0) or 0),
+        env_steps=int(last.get("env_steps", 0) or 0),
+        final=mean(tail) if tail else math.nan,
+        best=max(values) if values else math.nan,
+        steps_to_threshold=steps_to(steps, values, threshold) if threshold is not None else None,
+        wall_time=float(last.get("wall_time", 0.0) or 0.0),
+        differences=config_differences(base, run.config) if run.config is not base else (),
+        problems=tuple(run.problems),
+    )
+
+
+# --- output ---------------------------------------------------------------------------------------
+
+
+def _num(value: float) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.4g}"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def render_table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int] = frozenset()) -> str:
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows)]
+
+    def line(cells):
+        return "  ".join(str(c).rjust(w) if i in numeric else str(c).ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def summary_table(summaries: Sequence[RunSummary], metric: str, threshold: float | None) -> str:
+    header = ["run", "env", "algo", "env steps", f"final {metric}", f"best {metric}"]
+    if threshold is not None:
+        header.append(f"steps to {threshold:g}")
+    header += ["wall time", "config vs first run"]
+    rows = []
+    for i, s in enumerate(summaries):
+        row = [s.name, s.env, s.algo, f"{s.env_steps:,}", _num(s.final), _num(s.best)]
+        if threshold is not None:
+            row.append(f"{s.steps_to_threshold:,}" if s.steps_to_threshold is not None else "never")
+        note = "(first)" if i == 0 else (" ".join(s.differences) or "(same)")
+        if s.problems:
+            note = f"[damaged: {'; '.join(s.problems)}] " + note
+        row += [_duration(s.wall_time), note]
+        rows.append(row)
+    numeric = {3, 4, 5, 6} | ({7} if threshold is not None else set())
+    return render_table(header, rows, numeric)
+
+
+def group_table(runs: Sequence[RunData], key: str, metric: str, statistic: str) -> str:
+    groups = group_by(runs, key)
+    header = ["group", "runs", f"final {metric} ({statistic})", "95% CI", f"best {metric} ({statistic})"]
+    rows = []
+    for value, members in groups.items():
+        finals = [s for s in (summarize(r, metric, None, r.config).final for r in members) if math.isfinite(s)]
+        bests = [s for s in (summarize(r, metric, None, r.config).best for r in members) if math.isfinite(s)]
+        final = bootstrap(finals, STATISTICS[statistic])
+        best = bootstrap(bests, STATISTICS[statistic])
+        rows.append([f"{key}={_show(value)}", str(len(members)), _num(final.center),
+                     f"[{_num(final.low)}, {_num(final.high)}]", _num(best.center)])
+    return render_table(header, rows, {1, 2, 4})
+
+
+def group_by(runs: Sequence[RunData], key: str) -> dict[Any, list[RunData]]:
+    """Runs by their value of config key `key`, in order of first appearance; lists are
+    made hashable as tuples."""
+    groups: dict[Any, list[RunData]] = {}
+    for run in runs:
+        value = run.config.get(key)
+        groups.setdefault(tuple(value) if isinstance(value, list) else value, []).append(run)
+    return groups
+
+
+def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | None = None,
+         height: int | None = None, group: str | None = None, statistic: str = "mean") -> str:
+    """The runs' curves (or each group's band) overlaid, as terminal text (plotext)."""
+    import plotext as plt
+
+    plt.clear_figure()
+    plt.theme("clear")
+    if width or height:
+        plt.plotsize(width or 100, height or 25)
+    if group:
+        for value, members in group_by(runs, group).items():
+            curves = []
+            for run in members:
+                steps, values = run.column(metric)
+                curves.append((steps, ema(values, smooth) if values else values))
+            b = band(curves, statistic)
+            if len(b.steps):
+                label = f"{group}={_show(value)} ({len(members)})"
+                plt.plot(b.steps.tolist(), b.center.tolist(), label=label)
+                plt.plot(b.steps.tolist(), b.low.tolist(), marker="dot")
+                plt.plot(b.steps.tolist(), b.high.tolist(), marker="dot")
+    else:
+        for run in runs:
+            steps, values = run.column(metric)
+            if values:
+                plt.plot(steps, ema(values, smooth).tolist(), label=run.name)
+    plt.title(f"{metric}{f' (EMA {smooth:g})' if smooth else ''}")
+    plt.xlabel("env steps")
+    return plt.build()
+
+
+def cmd_compare(args) -> int:
+    if not 0 <= args.smooth < 1:
+        raise UsageError(f"--smooth: expected a number in [0, 1), got {args.smooth:g}")
+    runs = [open_run(Path(path)) for path in args.run_dirs]
+    base = runs[0].config
+    summaries = [summarize(run, args.metric, args.threshold, base) for run in runs]
+    if not any(run.column(args.metric)[0] for run in runs):
+        raise UsageError(f"--metric: no run has values of {args.metric}")
+    print(summary_table(summaries, args.metric, args.threshold))
+    if args.group_by:
+        print()
+        print(group_table(runs, args.group_by, args.metric, args.statistic))
+    if args.plot:
+        print()
+        print(plot(runs, args.metric, args.smooth, group=args.group_by, statistic=args.statistic))
+    return 0
+
+
+def add_parser(sub) -> None:
+    compare = sub.add_parser(
+        "compare", help="compare runs: returns, steps to a threshold, config differences, curves",
+        description="Compare runs headless: final and best return, env steps to reach --threshold, wall time and "
+                    "how each configuration differs from the first run's. Run directories are only read.",
+    )
+    compare.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", help="run directories (runs/NAME)")
+    compare.add_argument("--metric", default="episode_return", help="the metric compared (default episode_return)")
+    compare.add_argument("--threshold", type=float, help="report the env steps each run took to reach this value")
+    compare.add_argument("--group-by", metavar="KEY",
+                         help="aggregate runs sharing a value of config KEY (e.g. seed, lr)")
+    compare.add_argument("--statistic", choices=sorted(STATISTICS), default="mean",
+                         help="what --group-by aggregates with: mean or iqm (interquartile mean)")
+    compare.add_argument("--plot", action="store_true", help="draw the curves in the terminal")
+    compare.add_argument("--smooth", type=float, default=0.6,
+                         help="EMA weight of the plotted curves, in [0, 1); 0 draws them raw (default 0.6)")

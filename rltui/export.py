@@ -1,0 +1,266 @@
+"""Reading a run directory as it is, and `rltui export`: a run's metrics and events to
+TensorBoard event files (`--tensorboard [DIR]`) or a flat CSV table (`--csv FILE`).
+
+Reading never writes into the run directory and never imports an env module (config.toml
+is read as TOML, nothing is built from it), so it works on runs of any age, runs being
+written (a last line still partial is left out), and damaged runs (what can be read is
+read; `RunData.problems` says what could not).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rltui.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+METRICS, EVENTS, CONFIG = "metrics.jsonl", "events.jsonl", "config.toml"
+
+
+@dataclasses.dataclass
+class RunData:
+    """What a run directory holds. `problems`: what could not be read, one phrase each
+    (empty for a sound run); a run being written is not damaged."""
+
+    path: Path
+    config: dict[str, Any]
+    records: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    problems: list[str]
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.problems)
+
+    def column(self, name: str) -> tuple[list[int], list[float]]:
+        """The env steps and finite values of metric `name` (a seed's: `NAME/seed_I`)."""
+        steps, values = [], []
+        base, _, seed = name.partition("/seed_")
+        for record in self.records:
+            value = record.get(name) if not seed else _seed_value(record, base, int(seed))
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                steps.append(int(record.get("env_steps", 0)))
+                values.append(float(value))
+        return steps, values
+
+    @property
+    def steps_per_update(self) -> int:
+        for record in self.records:
+            if record.get("update"):
+                return max(1, int(record.get("env_steps", 0)) // int(record["update"]))
+        try:
+            return max(1, int(self.config.get("num_envs", 1)) * int(self.config.get("num_steps", 1)))
+        except (TypeError, ValueError):
+            return 1
+
+
+def _seed_value(record: dict, name: str, seed: int) -> Any:
+    values = (record.get("seeds") or {}).get(name)
+    return values[seed] if isinstance(values, list) and seed < len(values) else None
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / METRICS).is_file() or (path / CONFIG).is_file()
+
+
+def read_jsonl(path: Path, problems: list[str]) -> list[dict[str, Any]]:
+    """The JSON objects of a .jsonl file. A last line without its newline is one being
+    written (or cut by a crash) and is left out quietly; other unreadable lines are
+    skipped and counted in `problems`."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except FileNotFoundError:
+        return []
+    except OSError as err:
+        problems.append(f"cannot read {path.name}: {err.strerror or err}")
+        return []
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    elif lines:
+        lines.pop()  # partial: the writer has not finished it
+    out, bad = [], 0
+    loads = json.loads
+    for line in lines:
+        try:
+            value = loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+        else:
+            bad += 1
+    if bad:
+        problems.append(f"{bad:,} damaged line{'s' if bad != 1 else ''} in {path.name}")
+    return out
+
+
+def read_run(path: Path) -> RunData:
+    path = Path(path)
+    problems: list[str] = []
+    config: dict[str, Any] = {}
+    try:
+        config = tomllib.loads((path / CONFIG).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        problems.append(f"no {CONFIG}")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError) as err:
+        problems.append(f"{CONFIG} unreadable ({type(err).__name__})")
+    records = read_jsonl(path / METRICS, problems)
+    if not (path / METRICS).exists():
+        problems.append(f"no {METRICS}")
+    events = read_jsonl(path / EVENTS, problems)
+    return RunData(path, config, records, events, problems)
+
+
+def open_run(path: Path, flag: str = "RUN_DIR") -> RunData:
+    """read_run for a directory a user named: UsageError (one line) if it is not a run."""
+    path = Path(path)
+    if not path.is_dir():
+        raise UsageError(f"{flag}: {path} is not a directory")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise UsageError(f"{flag}: cannot read {path}")
+    if not is_run_dir(path):
+        raise UsageError(f"{flag}: {path} is not a run directory (no {METRICS} or {CONFIG})")
+    return read_run(path)
+
+
+# --- export ---------------------------------------------------------------------------------
+
+
+def export_tensorboard(run: RunData, directory: Path) -> int:
+    """Write the run's records and events as a fresh TensorBoard run in `directory`;
+    returns the number of records written."""
+    import time
+
+    from rltui.loggers import event_text, scalars
+    from rltui.loggers.tensorboard import (
+        CONFIG_TAG,
+        EVENTS_TAG,
+        EventFileWriter,
+        config_text,
+        hparam_values,
+        hparams_summaries,
+        scalar_summary,
+        text_summary,
+    )
+
+    try:
+        started = (run.path / CONFIG).stat().st_mtime
+    except OSError:
+        started = time.time()
+    writer = EventFileWriter(directory)
+    try:
+        writer.write_summary(text_summary(CONFIG_TAG, config_text(run.config)), 0, started)
+        experiment, session_start, _ = hparams_summaries(hparam_values(run.config), {"episode_return": None})
+        writer.write_summary(experiment, 0, started)
+        writer.write_summary(session_start, 0, started)
+        last, written = -1, 0
+        for record in run.records:
+            step = int(record.get("env_steps", -1))
+            if step <= last:
+                continue  # steps only go forward in a run's history; a repeat is left out
+            writer.write_summary(scalar_summary(scalars(record)), step, started + float(record.get("wall_time") or 0))
+            last, written = step, written + 1
+        texts: dict[int, list[str]] = {}
+        per_update = run.steps_per_update
+        for event in run.events:
+            data = event.get("data") if isinstance(event.get("data"), dict) else {}
+            step = int(data.get("env_steps", int(event.get("update", 0)) * per_update))
+            texts.setdefault(step, []).append(event_text(str(event.get("kind", "")), str(event.get("message", ""))))
+        for step in sorted(texts):
+            writer.write_summary(text_summary(EVENTS_TAG, "\n\n".join(texts[step])), step, started)
+    finally:
+        writer.close()
+    return written
+
+
+def csv_columns(records: list[dict[str, Any]]) -> list[str]:
+    """update, env_steps, then every other number in the order first seen (seeds last)."""
+    from rltui.loggers import scalars
+
+    columns: dict[str, None] = {"update": None, "env_steps": None}
+    for record in records:
+        for name in scalars(record):
+            columns.setdefault(name, None)
+    plain = [c for c in columns if "/seed_" not in c]
+    return plain + [c for c in columns if "/seed_" in c]
+
+
+def write_csv(run: RunData, out) -> int:
+    from rltui.loggers import scalars
+
+    columns = csv_columns(run.records)
+    writer = csv.writer(out)
+    writer.writerow(columns)
+    for record in run.records:
+        values = {**scalars(record), "update": record.get("update"), "env_steps": record.get("env_steps")}
+        writer.writerow(["" if values.get(c) is None else _cell(values[c]) for c in columns])
+    return len(run.records)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def cmd_export(args) -> int:
+    run = open_run(Path(args.run_dir))
+    if args.tensorboard is None and args.csv is None:
+        raise UsageError("export: say what to write: --tensorboard [DIR] and/or --csv FILE")
+    for problem in run.problems:
+        print(f"rltui: warning: {run.path}: {problem}", file=sys.stderr)
+    if args.tensorboard is not None:
+        from rltui.loggers import TB_DIR
+        from rltui.loggers.tensorboard import event_files
+
+        target = Path(args.tensorboard) if args.tensorboard else run.path / TB_DIR
+        if event_files(target):
+            raise UsageError(f"--tensorboard: {target} already holds event files; give another directory")
+        try:
+            count = export_tensorboard(run, target)
+        except OSError as err:
+            raise UsageError(f"--tensorboard: cannot write {target}: {err.strerror or err}") from None
+        print(f"wrote {count:,} updates and {len(run.events):,} events to {target} (tensorboard --logdir {target})")
+    if args.csv is not None:
+        if args.csv == "-":
+            write_csv(run, sys.stdout)
+        else:
+            buffer = io.StringIO()
+            count = write_csv(run, buffer)
+            try:
+                Path(args.csv).write_text(buffer.getvalue(), encoding="utf-8", newline="")
+            except OSError as err:
+                raise UsageError(f"--csv: cannot write {args.csv}: {err.strerror or err}") from None
+            print(f"wrote {count:,} updates to {args.csv}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    export = sub.add_parser(
+        "export", help="write a run's metrics as TensorBoard event files or CSV",
+        description="Convert a run's metrics.jsonl and events.jsonl (of any age) to TensorBoard event files or a "
+                    "flat CSV table. The run directory is only read, unless --tensorboard names no directory.",
+    )
+    export.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (runs/NAME)")
+    export.add_argument("--tensorboard", metavar="DIR", nargs="?", const="", default=None,
+                        help="write event files into DIR (default RUN_DIR/tb)")
+    export.add_argument("--csv", metavar="FILE", help="write a table, one row per update, to FILE (- for stdout)")

@@ -1,0 +1,116 @@
+"""`rltui compare`, and the statistics it shares with the runs view: debiased EMA, IQM,
+bootstrap intervals and grouped bands, each against a small hand-checked example."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from test_export import STEPS, make_run
+
+from rltui.cli import main
+from rltui.compare import band, bootstrap, ema, iqm, mean
+from rltui.export import read_run
+
+# --- statistics, hand-checked ---------------------------------------------------------------
+
+
+def test_ema_is_debiased():
+    # weight 0.5 on [1, 3]: 0.5/0.5 = 1, then (0.25 + 1.5)/0.75 = 7/3.
+    assert ema([1.0, 3.0], 0.5) == pytest.approx([1.0, 7 / 3])
+    assert ema([4.0, 4.0, 4.0], 0.9) == pytest.approx([4.0, 4.0, 4.0])  # no pull toward zero
+    assert ema([1.0, 5.0], 0.0) == pytest.approx([1.0, 5.0])
+
+
+def test_iqm_trims_a_quarter_at_each_end():
+    assert iqm([8, 1, 7, 2, 6, 3, 5, 4]) == pytest.approx(4.5)  # mean of 3, 4, 5, 6
+    # n = 5: the middle 50% is [1.25, 3.75) of the count: 0.75 x 2 + 3 + 0.75 x 4, over 2.5.
+    assert iqm([1, 2, 3, 4, 100]) == pytest.approx(3.0)
+    assert math.isnan(iqm([]))
+
+
+def test_bootstrap_interval_of_two_runs_spans_them():
+    # Resampled means of [0, 10] are 0, 5 or 10 (1/4, 1/2, 1/4): the 95% interval is [0, 10].
+    interval = bootstrap([0.0, 10.0], mean, resamples=4000)
+    assert (interval.center, interval.low, interval.high) == pytest.approx((5.0, 0.0, 10.0))
+    assert bootstrap([3.0, 3.0, 3.0]) == pytest.approx((3.0, 3.0, 3.0))
+    assert bootstrap([7.0]) == pytest.approx((7.0, 7.0, 7.0))
+    assert bootstrap([1, 2, 3, 4, 100], iqm) == bootstrap([1, 2, 3, 4, 100], iqm)  # seeded: stable
+
+
+def test_band_of_two_runs_on_a_common_grid():
+    a = ([0, 10, 20], [0.0, 10.0, 20.0])
+    b = ([0, 10, 20, 30], [2.0, 12.0, 22.0, 32.0])  # longer: the band stops where a ends
+    result = band([a, b], "mean", points=3, resamples=4000)
+    assert result.steps == pytest.approx([0, 10, 20])
+    assert result.center == pytest.approx([1, 11, 21])
+    assert result.low == pytest.approx([0, 10, 20])
+    assert result.high == pytest.approx([2, 12, 22])
+
+
+# --- compare ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def runs(tmp_path):
+    # Returns 2u (null every third update): finite at u = 1 2 4 5 7 8 10 11 -> 2 4 8 10 14 16 20 22.
+    a = make_run(tmp_path / "a", 12, config={"seed": 0})
+    b = make_run(tmp_path / "b", 12, config={"seed": 1, "lr": 1e-3}, ret=lambda u: 3.0 * u)
+    c = make_run(tmp_path / "c", 12, config={"seed": 2, "lr": 1e-3}, ret=lambda u: 3.0 * u + 1)
+    return a, b, c
+
+
+def test_compare_table(runs, capsys):
+    a, b, c = runs
+    assert main(["compare", str(a), str(b), str(c), "--threshold", "15"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["run", "env", "algo", "env", "steps", "final", "episode_return", "best",
+                                "episode_return", "steps", "to", "15", "wall", "time", "config", "vs", "first", "run"]
+    # a: final = mean of its 8 finite returns = 96/8 = 12, best 22, first >= 15 at update 8.
+    assert lines[2].split() == ["a", "CartPole-v1", "ppo", "1,536", "12", "22", "1,024", "0:03", "(first)"]
+    # b: 3u -> 3 6 12 15 21 24 30 33: final 18, best 33, 15 first at update 5.
+    assert lines[3].split() == ["b", "CartPole-v1", "ppo", "1,536", "18", "33", "640", "0:03", "lr=0.001", "seed=1"]
+    assert lines[4].split()[-2:] == ["lr=0.001", "seed=2"]
+
+
+def test_compare_groups_and_plots(runs, capsys):
+    a, b, c = runs
+    assert main(["compare", str(a), str(b), str(c), "--group-by", "lr", "--plot", "--smooth", "0"]) == 0
+    out = capsys.readouterr().out
+    group_rows = [line for line in out.splitlines() if line.startswith("lr=")]
+    # lr=0.001: runs b and c, finals 18 and 19: mean 18.5, interval [18, 19].
+    assert group_rows[0].split() == ["lr=0.0003", "1", "12", "[12,", "12]", "22"]
+    assert group_rows[1].split() == ["lr=0.001", "2", "18.5", "[18,", "19]", "33.5"]
+    assert "episode_return" in out and "env steps" in out  # the plot's title and axis
+
+
+def test_compare_marks_a_damaged_run_and_shows_the_rest(runs, capsys):
+    a, b, _ = runs
+    with open(b / "metrics.jsonl", "r+b") as f:
+        f.seek(40)
+        f.write(b"\xff\xfe###")
+    assert main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("b "))
+    assert "[damaged: 1 damaged line in metrics.jsonl]" in row
+
+
+def test_compare_refuses_a_path_that_is_not_a_run(runs, tmp_path, capsys):
+    assert main(["compare", str(runs[0]), str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"rltui: error: RUN_DIR: {tmp_path / 'missing'} is not a directory"]
+    assert main(["compare", str(runs[0]), "--metric", "nothing"]) == 2
+    assert main(["compare", str(runs[0]), "--smooth", "1"]) == 2
+
+
+def test_a_huge_run_loads_quickly(tmp_path):
+    run = make_run(tmp_path / "huge", 100_000)
+    started = time.perf_counter()
+    data = read_run(run)
+    steps, values = data.column("episode_return")
+    seconds = time.perf_counter() - started
+    assert len(data.records) == 100_000 and steps[-1] == 100_000 * STEPS
+    assert seconds < 10  # a generous bound for a shared CI machine; docs/loggers.md states the figure
+    assert np.isfinite(values).all()

@@ -1,0 +1,135 @@
+"""`rltui export RUN_DIR --tensorboard [DIR] | --csv FILE`, and reading run directories as
+they are: partial last lines, damaged lines, older runs, never writing into the run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from rltui.cli import main
+from rltui.export import read_run
+from rltui.loggers import scalars
+
+STEPS = 128
+
+
+def make_run(path: Path, updates: int, *, config: dict | None = None, seeds: int = 1, ret=None,
+             events: list[dict] | None = None) -> Path:
+    """A run directory as rltui writes it (or an older rltui wrote it: no newer fields)."""
+    path.mkdir(parents=True)
+    config = {"env": "CartPole-v1", "algo": "ppo", "lr": 3e-4, "num_envs": 4, "num_steps": 32, "seed": 0,
+              "hidden_sizes": [16], **(config or {})}
+    import tomli_w
+
+    (path / "config.toml").write_text(tomli_w.dumps(config))
+    ret = ret or (lambda u: 2.0 * u)
+    lines = []
+    for u in range(1, updates + 1):
+        rec = {"update": u, "env_steps": u * STEPS, "wall_time": 0.25 * u, "sps": 512.0,
+               "episode_return": None if u % 3 == 0 else ret(u), "policy_loss": -0.001 * u}
+        if seeds > 1:
+            rec["seeds"] = {"episode_return": [None if u % 3 == 0 else ret(u) + i for i in range(seeds)]}
+        lines.append(json.dumps(rec) + "\n")
+    (path / "metrics.jsonl").write_text("".join(lines))
+    events = events if events is not None else [
+        {"kind": "compiled", "update": 0, "wall_time": 0.1, "message": "compiled in 0.1 s"},
+        {"kind": "hparams", "update": 2, "wall_time": 0.5, "message": "set lr=0.001"},
+        {"kind": "finished", "update": updates, "wall_time": 0.25 * updates, "message": f"finished {updates} updates"},
+    ]
+    (path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    return path
+
+
+def snapshot(path: Path) -> dict[str, tuple[int, float]]:
+    return {str(p.relative_to(path)): (p.stat().st_size, p.stat().st_mtime) for p in path.rglob("*")}
+
+
+def test_export_tensorboard_matches_metrics_jsonl(tmp_path, capsys):
+    run = make_run(tmp_path / "run", 12, seeds=2)
+    before = snapshot(run)
+    assert main(["export", str(run), "--tensorboard", str(tmp_path / "out")]) == 0
+    assert "wrote 12 updates and 3 events" in capsys.readouterr().out
+    assert snapshot(run) == before  # the run directory is only read
+
+    from test_loggers import accumulate, assert_matches, texts
+
+    acc = accumulate(tmp_path / "out")
+    assert_matches(acc, read_run(run).records)
+    assert texts(acc, "events") == [(0, "**compiled**: compiled in 0.1 s"), (2 * STEPS, "**hparams**: set lr=0.001"),
+                                    (12 * STEPS, "**finished**: finished 12 updates")]
+
+
+def test_export_of_an_older_run_without_events_and_with_a_partial_last_line(tmp_path, capsys):
+    run = make_run(tmp_path / "old", 5, events=[])
+    (run / "events.jsonl").unlink()
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write('{"update": 6, "env_st')  # the run is being written, or crashed mid-line
+    assert main(["export", str(run), "--tensorboard"]) == 0  # default: RUN_DIR/tb
+    assert capsys.readouterr().err == ""  # a partial last line is not damage
+
+    from test_loggers import accumulate, assert_matches
+
+    assert_matches(accumulate(run / "tb"), read_run(run).records)
+    assert len(read_run(run).records) == 5
+    assert main(["export", str(run), "--tensorboard"]) == 2  # never over existing event files
+    assert "already holds event files" in capsys.readouterr().err
+
+
+def test_export_csv_is_one_row_per_update(tmp_path):
+    run = make_run(tmp_path / "run", 6, seeds=2)
+    out = tmp_path / "run.csv"
+    assert main(["export", str(run), "--csv", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert [int(r["update"]) for r in rows] == list(range(1, 7))
+    assert list(rows[0])[:4] == ["update", "env_steps", "wall_time", "sps"]
+    assert rows[2]["episode_return"] == "" and rows[2]["episode_return/seed_1"] == ""  # null: empty cell
+    for row, record in zip(rows, read_run(run).records):
+        for name, value in scalars(record).items():
+            assert math.isclose(float(row[name]), value, rel_tol=1e-12)
+
+
+def test_damaged_lines_are_skipped_and_said(tmp_path, capsys):
+    run = make_run(tmp_path / "run", 4)
+    text = (run / "metrics.jsonl").read_text().splitlines(True)
+    text.insert(2, "\x00\x00garbage\n")
+    (run / "metrics.jsonl").write_text("".join(text))
+    data = read_run(run)
+    assert [r["update"] for r in data.records] == [1, 2, 3, 4]
+    assert data.problems == ["1 damaged line in metrics.jsonl"]
+    assert main(["export", str(run), "--csv", "-"]) == 0
+    captured = capsys.readouterr()
+    assert "1 damaged line in metrics.jsonl" in captured.err
+    assert len(captured.out.splitlines()) == 5
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p, "is not a directory"),
+    (lambda p: (p.mkdir(), p)[1], "is not a run directory"),
+])
+def test_not_a_run_is_one_line_and_exit_2(tmp_path, capsys, make, message):
+    path = make(tmp_path / "nothing")
+    assert main(["export", str(path), "--csv", "-"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rltui: error: RUN_DIR:") and message in err[0]
+
+
+def test_export_needs_a_format(tmp_path, capsys):
+    run = make_run(tmp_path / "run", 2)
+    assert main(["export", str(run)]) == 2
+    assert "--tensorboard [DIR] and/or --csv FILE" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any directory")
+def test_an_unreadable_run_is_one_line(tmp_path, capsys):
+    run = make_run(tmp_path / "run", 2)
+    run.chmod(0)
+    try:
+        assert main(["export", str(run), "--csv", "-"]) == 2
+    finally:
+        run.chmod(0o755)
+    assert "cannot read" in capsys.readouterr().err
