@@ -27,15 +27,34 @@ class CheckFailed(Exception):
 def preflight(env_id: str, network: str = "mlp"):
     """The env's `EnvSpec`, or `env_import.EnvImportError` (a ValueError) with the first
     problem as one line. Traces reset and step by shape only: nothing is compiled."""
+    from trainers.env_import import EnvImportError
     from trainers.envs import make_env
 
-    spec = make_env(env_id)
+    try:
+        spec = make_env(env_id)
+    except EnvImportError as err:
+        raise _in_this_process(err) from None
     if network == "cnn" and len(spec.obs_shape) != 3:
         shape = "x".join(str(d) for d in spec.obs_shape)
         raise ValueError(
             f"network: cnn needs image observations of shape (height, width, channels); {env_id} gives {shape}"
         )
     return spec
+
+
+def _in_this_process(err):
+    """`err` naming the process it happened in, when the run spans several: each process
+    imports the env module itself, so one machine may lack what another has."""
+    import jax
+
+    from trainers.env_import import EnvImportError, EnvModuleNotFound
+
+    if jax.process_count() == 1:
+        return err
+    if isinstance(err, EnvModuleNotFound):
+        err = EnvModuleNotFound(err.module, err.missing, "install it, or put its directory on PYTHONPATH; "
+                                "every process of a run imports the env module")
+    return EnvImportError(f"process {jax.process_index()} of {jax.process_count()}: {err}")
 
 
 def _raw(spec) -> Any:

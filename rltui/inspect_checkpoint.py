@@ -89,7 +89,12 @@ def cmd_eval(args) -> int:
     from trainers.evaluate import evaluate
     from trainers.parallel import build
 
-    parallel = build(config.static_config(), jax.local_devices()[:1])
+    from trainers.env_import import EnvImportError
+
+    try:
+        parallel = build(config.static_config(), jax.local_devices()[:1])
+    except EnvImportError as err:  # an env by import path whose module is not importable here
+        return _fail(f"eval: the run's env {config.env} cannot be built here: {str(err).removeprefix('env: ')}")
     trainer = parallel.trainer
     template = checkpoint.to_portable(parallel.init(parallel.seed_keys(0), config.dynamic_hparams()))
     try:

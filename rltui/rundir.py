@@ -11,15 +11,22 @@ from __future__ import annotations
 import datetime
 import fcntl
 import os
+import re
 import sys
 from pathlib import Path
 
 from rltui.config import ConfigError, RunConfig, dump_toml
 
+# Characters a directory name keeps from an env id; any other run of characters (an import
+# path's ':', an API object's '#', a space) becomes one '-', so that the name is safe to type
+# in a shell and valid on every file system.
+_UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
 
 def default_run_name(config: RunConfig) -> str:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return f"{config.env}-{config.algo}-{stamp}"
+    env = _UNSAFE_IN_NAME.sub("-", config.env).strip("-.") or "env"
+    return f"{env}-{config.algo}-{stamp}"
 
 
 def prepare_run_dir(config: RunConfig, run_dir: str | None, runs_root: str = "runs", name: str | None = None) -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -207,3 +208,116 @@ def test_bad_env_is_one_line_and_exit_2_before_anything_is_written(case, tmp_pat
     assert err.splitlines()[-1] == f"rltui: error: {message}"
     assert "Traceback" not in err
     assert not run_dir.exists()
+
+
+# --- the same custom env through resume, eval, and a run over two processes -----------------
+
+def test_default_run_names_keep_no_odd_characters_from_env_ids():
+    from rltui.config import build_config
+    from rltui.rundir import default_run_name
+
+    expected = {
+        "test_custom_env:make_bandit": "test_custom_env-make_bandit-ppo-",
+        "my_pkg.envs:Maze.make": "my_pkg.envs-Maze.make-ppo-",
+        "CartPole-v1": "CartPole-v1-ppo-",
+    }
+    for env_id, prefix in expected.items():
+        name = default_run_name(build_config({"env": env_id}, use_preset=False))
+        assert name.startswith(prefix), name
+        assert all(c.isalnum() or c in "._-" for c in name), name
+
+
+def test_a_launch_without_run_dir_names_its_directory_safely(tmp_path):
+    done = rltui(["launch", "--no-ui", "--set", "env=test_custom_env:make_bandit", "--set", "total_timesteps=256",
+                  "--set", "num_envs=8", "--set", "num_steps=32"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert run_dir.name.startswith("test_custom_env-make_bandit-ppo-")
+    assert (run_dir / "metrics.jsonl").exists()
+
+
+def test_resume_of_a_custom_env_run_imports_it_again_and_trains_on(trained):
+    tmp, run_dir = trained
+    resumed = tmp / "resumed"
+    done = rltui(["launch", "--no-ui", "--resume", run_dir, "--run-dir", resumed, "--set", "total_timesteps=20480"],
+                 tmp)
+    assert done.returncode == 0, done.stderr
+    assert "importing env module test_custom_env" in done.stderr
+    rows = [json.loads(line) for line in (resumed / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    assert rows[-1]["env_steps"] == 20480
+    assert final_return(resumed) >= LEARNED
+    assert "arms = 2" in (resumed / "config.toml").read_text()
+
+
+def test_resume_where_the_env_module_cannot_be_imported_is_one_line(trained):
+    tmp, run_dir = trained
+    target = tmp / "resumed-without-module"
+    done = rltui(["launch", "--no-ui", "--resume", run_dir, "--run-dir", target, "--set", "total_timesteps=20480"],
+                 tmp, with_module=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "rltui: error: env: cannot import test_custom_env: no module named 'test_custom_env'")
+    assert "Traceback" not in done.stderr
+    assert not target.exists()
+
+
+def test_eval_where_the_env_module_cannot_be_imported_is_one_line(trained):
+    tmp, run_dir = trained
+    done = rltui(["eval", run_dir, "--episodes", "2"], tmp, with_module=False)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == (
+        "rltui: error: eval: the run's env test_custom_env:make_bandit cannot be built here: cannot import "
+        "test_custom_env: no module named 'test_custom_env' (install it, or put its directory on PYTHONPATH)"
+    ), last
+
+
+def _start_process(cwd: Path, process_id: int, port: int, *, with_module: bool) -> subprocess.Popen:
+    cwd.mkdir(parents=True, exist_ok=True)
+    args = ["launch", "--no-ui", "--run-dir", "run", "--set", "env=test_custom_env:make_bandit", *TRAIN,
+            "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(process_id),
+            "--peer-timeout", "30"]
+    return subprocess.Popen([sys.executable, "-m", "rltui", *args], cwd=cwd,
+                            env=cli_env(cwd.parent, with_module=with_module),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _two_processes(tmp: Path, *, module_in_process_1: bool) -> list[tuple[int, str]]:
+    with socket.socket() as sock:  # a free port for the coordinator
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    procs = [_start_process(tmp / f"p{i}", i, port, with_module=(i == 0 or module_in_process_1)) for i in range(2)]
+    results = []
+    try:
+        for proc in procs:
+            _, err = proc.communicate(timeout=400)
+            results.append((proc.returncode, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return results
+
+
+def test_a_custom_env_trains_over_two_processes(tmp_path):
+    (code0, err0), (code1, err1) = _two_processes(tmp_path, module_in_process_1=True)
+    assert code0 == 0, err0[-3000:]
+    assert code1 == 0, err1[-3000:]
+    for err in (err0, err1):  # each process imports the env module itself
+        assert "importing env module test_custom_env" in err
+    assert final_return(tmp_path / "p0" / "run") >= LEARNED
+
+
+def test_a_process_that_cannot_import_the_env_module_says_so_in_one_line(tmp_path):
+    (code0, err0), (code1, err1) = _two_processes(tmp_path, module_in_process_1=False)
+    # The process says why in one line before anything is compiled; JAX's distributed runtime
+    # then ends both processes (its shutdown waits for a peer that never reaches it).
+    assert code1 != 0 and code0 != 0
+    assert "Traceback" not in err1
+    assert (
+        "rltui: error: process 1 of 2: env: cannot import test_custom_env: no module named 'test_custom_env' "
+        "(install it, or put its directory on PYTHONPATH; every process of a run imports the env module)"
+    ) in err1.splitlines()
+    assert not (tmp_path / "p1" / "run").exists()

@@ -35,6 +35,14 @@ class EnvImportError(ValueError):
     """An env that cannot be imported or trained on; the message is one line."""
 
 
+class EnvModuleNotFound(EnvImportError):
+    """The env's module (or a package above it) is not installed in this process."""
+
+    def __init__(self, module: str, missing: str, hint: str = "install it, or put its directory on PYTHONPATH"):
+        super().__init__(f"env: cannot import {module}: no module named {missing!r} ({hint})")
+        self.module, self.missing = module, missing
+
+
 class EnvSource(NamedTuple):
     """An environment as its author made it, before rltui wraps it."""
 
@@ -137,10 +145,7 @@ def load(env_id: str) -> EnvSource:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
         if err.name and (module_name == err.name or module_name.startswith(err.name + ".")):
-            raise EnvImportError(
-                f"env: cannot import {module_name}: no module named {err.name!r} "
-                "(install it, or put its directory on PYTHONPATH)"
-            ) from None
+            raise EnvModuleNotFound(module_name, err.name) from None
         raise EnvImportError(f"env: importing {module_name} raised {_one_line(err)}") from None
     except Exception as err:  # noqa: BLE001 - the user's module may raise anything
         raise EnvImportError(f"env: importing {module_name} raised {_one_line(err)}") from None
