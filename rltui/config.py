@@ -58,6 +58,19 @@ class ConfigError(UsageError):
 
 IMAGE_ENVS = MINATAR  # (10, 10, channels) observations
 
+
+class OptionalNumber(Number):
+    """A number, or unset (None, the default; TOML cannot write it, so a file leaves the key
+    out, and `--set key=none` unsets it)."""
+
+    def describe(self) -> str:
+        return super().describe() + ", or none (unset)"
+
+    def coerce(self, name: str, value: Any) -> float | None:
+        if value is None or (isinstance(value, str) and value.lower() == "none"):
+            return None
+        return super().coerce(name, value)
+
 # The run's own keys: read by the session and the launcher around the compiled step.
 RUN_KEYS: tuple[Key, ...] = (
     # Folded into the trainer's env id (`env_import.env_id_with_kwargs`), which must stay
@@ -79,6 +92,11 @@ RUN_KEYS: tuple[Key, ...] = (
     Key("checkpoint_minutes", 10.0, "save a checkpoint every M minutes; 0 = only by update count",
         Number(0, unit="minutes"), RUN),
     Key("keep_checkpoints", 3, "how many recent checkpoints to keep", IntRange(1, INT32_MAX), RUN),
+    Key("eval_every_updates", 0, "evaluate the policy greedily every N updates on envs of its own (eval_return in "
+        "metrics.jsonl; the best policy kept as checkpoints/best.msgpack); 0 = off", IntRange(0, INT32_MAX), RUN),
+    Key("eval_episodes", 16, "episodes per evaluation (one env each)", IntRange(1, 4096), RUN),
+    Key("stop_at_eval_return", None, "stop the run, with a final checkpoint, once an evaluation's mean return "
+        "reaches this; unset (the default) = never", OptionalNumber(), RUN),
     Key("loggers", (), "where metrics and events go besides metrics.jsonl and events.jsonl (always written): "
         "tensorboard (event files in RUN_DIR/tb/), wandb (Weights & Biases; its WANDB_* variables apply)",
         Names(("jsonl", "tensorboard", "wandb")), RUN),
@@ -115,7 +133,8 @@ class _RunConfigMethods:
         return DynamicHParams.create(**values, anneal_updates=float(self.total_updates))
 
     def to_toml_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
+        # TOML has no null: an unset optional key is left out, which reads back as unset.
+        out = {name: value for name, value in dataclasses.asdict(self).items() if value is not None}
         out["hidden_sizes"] = list(self.hidden_sizes)
         return out
 

@@ -321,7 +321,11 @@ def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume
     from rltui.session.distributed import PeerCheckpoints, ProcessSync
     from rltui.session.recorder import RunRecorder
 
+    from rltui.session.evaluation import EvaluationPolicy, JaxEvaluator
+
     backend = JaxBackend(config.static_config(), config.seed, devices)
+    evaluation = EvaluationPolicy(config.eval_every_updates, config.eval_episodes, config.stop_at_eval_return)
+    evaluator = JaxEvaluator(backend, config.eval_episodes, config.seed) if evaluation.enabled else None
     store = CheckpointStore.for_run(run_dir, keep=config.keep_checkpoints) if run_dir else PeerCheckpoints()
     session = TrainingSession(
         backend,
@@ -337,6 +341,8 @@ def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume
         run_metadata={"config": config.to_toml_dict()},
         resume=resume_data,
         sync=ProcessSync(spec.process_id) if spec else None,
+        evaluation=evaluation,
+        evaluator=evaluator,
     )
     if run_dir is None:
         return session, None

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from rltui.headless import ProgressListener
 from rltui.session import SessionListener, TrainingSession
+from rltui.session.evaluation import EvalResult, EvaluationPolicy
 from rltui.ui.format import bucket_means
 from rltui.ui.widgets.chart import CHART_METRICS, downsample
 from rltui.ui.widgets.sparklines import SPARKLINE_METRICS
@@ -39,6 +40,14 @@ class _Backend:
         return {"env": "Fake-v0", "algo": "fake", "devices": ["cpu:0"], "device_kind": "fake"}
 
 
+class _Evaluator:
+    def compile(self):
+        pass
+
+    def evaluate(self, update):
+        return EvalResult(float(update), 0.5)
+
+
 class _Snapshots(SessionListener):
     def __init__(self):
         self.snapshots = []
@@ -52,7 +61,9 @@ def test_the_trainer_reports_exactly_the_declared_trainer_metrics_in_order():
 
 
 def test_every_declared_metric_is_in_the_sessions_snapshot_and_metrics_jsonl():
-    session = TrainingSession(_Backend(), DynamicHParams.create(), 3, chunk_seconds=1.0)
+    # An evaluation on every update, so the evaluation's metrics have values too.
+    session = TrainingSession(_Backend(), DynamicHParams.create(), 3, chunk_seconds=1.0,
+                              evaluation=EvaluationPolicy(every_updates=1), evaluator=_Evaluator())
     listener = _Snapshots()
     session.add_listener(listener)
     session.start()

@@ -25,10 +25,13 @@ class MetricSpec:
     fmt: str = ".4g"  # format spec of one value in a line of text
     higher_is_better: bool | None = None  # None: neither, a diagnostic rather than a goal
     # "session": measured by the session (a field of its UpdateRecord), not in UpdateMetrics.
-    source: Literal["trainer", "session"] = "trainer"
+    # "evaluation": the session's evaluation of the policy (eval_every_updates), held in the
+    # record of the update it evaluated and NaN in the others.
+    source: Literal["trainer", "session", "evaluation"] = "trainer"
     undefined_for: tuple[str, ...] = ()  # algorithms with no such quantity: NaN in every update
     integer: bool = False  # a count: metrics.jsonl writes it as an integer
-    # A mean over the episodes that ended in the update: NaN, routinely, where none did.
+    # A mean over the episodes that ended in (or evaluated at) the update: NaN, routinely,
+    # where none did.
     episodic: bool = False
     sparkline: bool = False
     chart: bool = True
@@ -53,6 +56,10 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("clip_frac", "clip fraction", "clip frac", undefined_for=("reinforce",)),
     MetricSpec("grad_norm", "grad norm", "grad norm"),
     MetricSpec("lr", "learning rate", "lr", fmt=".3g", sparkline=True),
+    MetricSpec("eval_return", "evaluation return (greedy)", "eval return", fmt=".1f", higher_is_better=True,
+               source="evaluation", episodic=True),
+    MetricSpec("eval_return_std", "evaluation return, std over episodes", "eval std", fmt=".1f",
+               source="evaluation", episodic=True),
     MetricSpec("sps", "env steps per second", "sps", fmt=",.0f", higher_is_better=True, source="session",
                headless=True),
 )
@@ -61,6 +68,9 @@ METRIC_SPECS = {spec.name: spec for spec in METRICS}
 METRIC_NAMES = tuple(spec.name for spec in METRICS)
 # The fields of `types.UpdateMetrics`, in order.
 TRAINER_METRICS = tuple(spec.name for spec in METRICS if spec.source == "trainer")
+# The values an update record carries (`UpdateRecord.values`): the trainer's and the evaluation's.
+RECORDED_METRICS = tuple(spec.name for spec in METRICS if spec.source != "session")
+EVALUATION_METRICS = tuple(spec.name for spec in METRICS if spec.source == "evaluation")
 CHART_METRICS = tuple(spec for spec in METRICS if spec.chart)
 SPARKLINE_METRICS = tuple(spec for spec in METRICS if spec.sparkline)
 HEADLESS_METRICS = tuple(spec for spec in METRICS if spec.headless)

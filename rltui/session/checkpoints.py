@@ -16,6 +16,7 @@ from pathlib import Path
 
 CHECKPOINT_DIR = "checkpoints"
 DISCARDED_DIR = "discarded"  # checkpoints/discarded/: those of histories a resume branched away from
+BEST_NAME = "best.msgpack"  # the policy of the best evaluation so far (eval_every_updates)
 _NAME = re.compile(r"^checkpoint-(\d{9})\.msgpack$")
 _TEMP_PREFIX = ".tmp-checkpoint-"
 
@@ -62,8 +63,50 @@ class CheckpointStore:
     def save(self, data: bytes, update: int) -> Path:
         """Write atomically; on any error the previous checkpoints are untouched and the
         temp file is removed. Then prune to the newest `keep`."""
-        self.directory.mkdir(parents=True, exist_ok=True)
         final = self.directory / f"checkpoint-{update:09d}.msgpack"
+        self._write_atomically(data, final)
+        try:
+            for old in self.paths()[: -self.keep]:
+                old.unlink(missing_ok=True)
+        except OSError:
+            pass  # the new checkpoint is saved; an old one left over does no harm
+        return final
+
+    @property
+    def best_path(self) -> Path:
+        return self.directory / BEST_NAME
+
+    def best_score(self) -> float | None:
+        """The evaluation return of best.msgpack; None when there is none. ValueError when
+        it cannot be read as a best checkpoint (a damaged file is then replaced)."""
+        from trainers.checkpoint import CheckpointError, read_metadata
+
+        try:
+            data = self.best_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            score = read_metadata(data).get("eval_return")
+        except CheckpointError as err:
+            raise ValueError(f"{BEST_NAME} cannot be read ({err})") from None
+        if isinstance(score, bool) or not isinstance(score, (int, float)):
+            raise ValueError(f"{BEST_NAME} holds no evaluation return")
+        return float(score)
+
+    def save_best(self, data: bytes, score: float) -> Path | None:
+        """Write `data` as best.msgpack (atomically) if `score` beats the one there; None,
+        writing nothing, when it does not: a best checkpoint is never replaced by a worse one."""
+        try:
+            held = self.best_score()
+        except ValueError:
+            held = None
+        if held is not None and not score > held:
+            return None
+        self._write_atomically(data, self.best_path)
+        return self.best_path
+
+    def _write_atomically(self, data: bytes, final: Path) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=self.directory)
         try:
             with os.fdopen(fd, "wb") as f:
@@ -75,12 +118,6 @@ class CheckpointStore:
             Path(tmp).unlink(missing_ok=True)
             raise
         _fsync_dir(self.directory)
-        try:
-            for old in self.paths()[: -self.keep]:
-                old.unlink(missing_ok=True)
-        except OSError:
-            pass  # the new checkpoint is saved; an old one left over does no harm
-        return final
 
     def set_aside_after(self, update: int) -> SetAside | None:
         """Move the checkpoints after `update` into a folder of their own under discarded/

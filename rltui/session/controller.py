@@ -24,6 +24,7 @@ from rltui.session.backend import NonFiniteState, TrainingBackend
 from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore, checkpoint_metadata, checkpoint_update
 from rltui.session.commands import Command, Pause, Resume, Rollback, SaveCheckpoint, SetHParams, Stop
 from rltui.session.distributed import BoundarySync, LocalSync
+from rltui.session.evaluation import EvalResult, EvaluationPolicy, Evaluator
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.metrics import TRAINER_METRICS, MetricsSnapshot, MetricsStore, UpdateRecord
 
@@ -86,6 +87,8 @@ class TrainingSession:
         run_metadata: dict | None = None,
         resume: bytes | None = None,
         sync: BoundarySync | None = None,
+        evaluation: EvaluationPolicy | None = None,
+        evaluator: Evaluator | None = None,
     ):
         self.backend = backend
         self.total_updates = total_updates
@@ -128,6 +131,10 @@ class TrainingSession:
         self.nonfinite = False
         self.stopped_early = False
         self.start_update = 0  # where this session's training began (a resume's checkpoint)
+        self._evaluation = evaluation if evaluation is not None and evaluator is not None else EvaluationPolicy()
+        self._evaluator = evaluator
+        self.best_eval_return: float | None = None  # of checkpoints/best.msgpack, once there is one
+        self.target_reached = False  # stop_at_eval_return was reached
 
     # --- client API (any thread) -------------------------------------------------------
     def add_listener(self, listener: SessionListener) -> None:
@@ -207,6 +214,7 @@ class TrainingSession:
                 self._restore(self._resume, "resumed")
                 self._resume = None
                 self.start_update = self._updates_done
+            self._prepare_evaluation()
             self._event("compiled", f"compiled in {seconds:.1f} s", seconds=seconds)
             self._last_save = (self._updates_done, self._clock())
             self._set_state(SessionState.RUNNING)
@@ -265,17 +273,84 @@ class TrainingSession:
                 self.stopped_early = True
                 return
             count = min(self._chunk_size, self.total_updates - self._updates_done, self.backend.max_chunk_updates)
+            if self._evaluation.enabled:  # a chunk ends on each update due an evaluation
+                count = min(count, self._evaluation.next_due(self._updates_done) - self._updates_done)
             started = self._clock()
             rows = self.backend.run_chunk(count, self._hparams)
             seconds = max(self._clock() - started, 1e-9)
-            self._record(rows, started, seconds)
+            diverged = self._diverged(rows)
+            # Outside the chunk's timing: the chunk size and SPS measure training alone.
+            evaluation = None if diverged else self._evaluate_if_due(self._updates_done + len(rows))
+            self._record(rows, started, seconds, evaluation)
             self._chunk_size = self._next_chunk_size(len(rows) or count, seconds)
-            if self._diverged(rows):
+            if evaluation is not None and self._after_evaluation(evaluation):
+                self.stopped_early = True
+                return
+            if diverged:
                 self.nonfinite = True
                 self._event("nonfinite", "non-finite loss or gradient: training paused")
                 self._set_state(SessionState.PAUSED, "non-finite loss or gradient")
             elif self._sync.agree(self._checkpoint_due()):
                 self._save("periodic")
+
+    # --- evaluation --------------------------------------------------------------------------
+    def _prepare_evaluation(self) -> None:
+        if not self._evaluation.enabled:
+            return
+        if self._sync.distributed:
+            self._evaluation = EvaluationPolicy()
+            self._event("warning", "evaluation during training is off in a multi-process run")
+            return
+        self._evaluator.compile()
+        if self._checkpoints is not None and hasattr(self._checkpoints, "best_score"):
+            try:
+                self.best_eval_return = self._checkpoints.best_score()
+            except (OSError, ValueError) as err:
+                self._event("warning", f"{err}; the next evaluation's policy replaces it")
+
+    def _evaluate_if_due(self, update: int) -> EvalResult | None:
+        if not self._evaluation.enabled or update % self._evaluation.every_updates:
+            return None
+        return self._evaluator.evaluate(update)
+
+    def _after_evaluation(self, result: EvalResult) -> bool:
+        """Keep the policy as the best if it is; True when the run's target is reached."""
+        best = self.best_eval_return
+        if math.isfinite(result.mean) and (best is None or result.mean > best):
+            self._save_best(result)
+        if self._evaluation.reached(result.mean):
+            self.target_reached = True
+            self._event(
+                "target_reached",
+                f"evaluation return {result.mean:.4g} reached stop_at_eval_return "
+                f"{self._evaluation.stop_at_return:g}: stopping",
+                eval_return=result.mean,
+                target=self._evaluation.stop_at_return,
+            )
+            return True
+        return False
+
+    def _save_best(self, result: EvalResult) -> None:
+        if self._checkpoints is None or not hasattr(self._checkpoints, "save_best"):
+            return
+        metadata = self._metadata("best")
+        metadata["eval_return"] = result.mean
+        metadata["eval_return_std"] = result.std
+        try:
+            data = self.backend.encode_checkpoint(metadata)
+            path = self._checkpoints.save_best(data, result.mean)
+        except NonFiniteState:
+            return
+        except OSError as err:
+            self._event("warning", f"best checkpoint of update {self._updates_done} failed ({err.strerror or err})")
+            return
+        if path is None:  # another process has written a better one since
+            return
+        previous = self.best_eval_return
+        self.best_eval_return = result.mean
+        than = "" if previous is None else f" (previous best {previous:.4g})"
+        self._event("best", f"saved {path.name}: evaluation return {result.mean:.4g}{than}", path=str(path),
+                    eval_return=result.mean, previous=previous)
 
     # --- checkpoints -----------------------------------------------------------------------
     def _checkpoint_due(self) -> bool:
@@ -294,16 +369,7 @@ class TrainingSession:
             # Losses or gradients went non-finite: even finite params may be ruined.
             self._event("warning", "checkpoint refused: training diverged; earlier checkpoints kept")
             return
-        metadata = checkpoint_metadata(
-            run=self._run_metadata,
-            backend=self.backend.describe(),
-            hparams=self._hparams.as_floats(),
-            update=self._updates_done,
-            env_steps=self.env_steps,
-            elapsed=self._elapsed(),
-            edits=self._edits,
-            reason=reason,
-        )
+        metadata = self._metadata(reason)
         try:
             data = self.backend.encode_checkpoint(metadata)
         except NonFiniteState:
@@ -325,6 +391,18 @@ class TrainingSession:
             return
         self.last_checkpoint = path
         self._event("checkpoint", f"saved {path.name} ({reason})", path=str(path), reason=reason)
+
+    def _metadata(self, reason: str) -> dict:
+        return checkpoint_metadata(
+            run=self._run_metadata,
+            backend=self.backend.describe(),
+            hparams=self._hparams.as_floats(),
+            update=self._updates_done,
+            env_steps=self.env_steps,
+            elapsed=self._elapsed(),
+            edits=self._edits,
+            reason=reason,
+        )
 
     def _on_disk(self) -> str:
         """What a failed save leaves: the latest checkpoint actually on disk, or none."""
@@ -424,7 +502,9 @@ class TrainingSession:
         self._edits.append({"update": self._updates_done, "changes": values})
         self._event("hparams", f"set {text}", changes=values, previous={k: old[k] for k in values})
 
-    def _record(self, rows: list[dict[str, float]], started: float, seconds: float) -> None:
+    def _record(
+        self, rows: list[dict[str, float]], started: float, seconds: float, evaluation: EvalResult | None = None
+    ) -> None:
         steps_per_update = self.backend.steps_per_update
         sps = len(rows) * steps_per_update / seconds
         self._last_sps = sps
@@ -432,6 +512,13 @@ class TrainingSession:
         records = []
         for i, row in enumerate(rows):
             self._updates_done += 1
+            values = {name: float(row.get(name, math.nan)) for name in TRAINER_METRICS}
+            per_seed = row.get("per_seed", {})
+            if evaluation is not None and i == len(rows) - 1:  # the update evaluated
+                values.update(eval_return=evaluation.mean, eval_return_std=evaluation.std)
+                if evaluation.per_seed:
+                    per_seed = {**per_seed, "eval_return": evaluation.per_seed,
+                                "eval_return_std": evaluation.per_seed_std}
             records.append(
                 UpdateRecord(
                     update=self._updates_done,
@@ -439,8 +526,8 @@ class TrainingSession:
                     # interpolated within the chunk: the host only sees chunk boundaries
                     wall_time=begin + seconds * (i + 1) / len(rows),
                     sps=sps,
-                    values={name: float(row.get(name, math.nan)) for name in TRAINER_METRICS},
-                    per_seed=row.get("per_seed", {}),
+                    values=values,
+                    per_seed=per_seed,
                 )
             )
         self._store.extend(records)

@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from rltui.session.events import SessionState
-from trainers.metrics_spec import METRIC_NAMES, METRIC_SPECS, TRAINER_METRICS
+from trainers.metrics_spec import METRIC_NAMES, METRIC_SPECS, RECORDED_METRICS, TRAINER_METRICS  # noqa: F401
 
 
 def _json_value(name: str, value: float) -> float | int | None:
@@ -29,7 +29,7 @@ class UpdateRecord:
     env_steps: int
     wall_time: float  # seconds since the run started
     sps: float
-    values: Mapping[str, float]  # TRAINER_METRICS -> float (NaN where undefined)
+    values: Mapping[str, float]  # RECORDED_METRICS -> float (NaN where undefined or not evaluated)
     # With several seeds: `values` holds their mean and this each seed's own values.
     per_seed: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
 
@@ -47,13 +47,13 @@ class UpdateRecord:
             "wall_time": round(self.wall_time, 4),
             "sps": round(self.sps, 1),
         }
-        for name in TRAINER_METRICS:
+        for name in RECORDED_METRICS:
             value = self.values.get(name, math.nan)
             out[name] = _json_value(name, float(value))
         if self.per_seed:
             out["seeds"] = {
                 name: [_json_value(name, float(v)) for v in self.per_seed[name]]
-                for name in TRAINER_METRICS
+                for name in RECORDED_METRICS
                 if name in self.per_seed
             }
         return out

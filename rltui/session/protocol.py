@@ -19,7 +19,7 @@ from trainers.hparams import LIVE_HPARAMS
 
 from rltui.session.commands import Command, Pause, Resume, Rollback, SaveCheckpoint, SetHParams, Stop
 from rltui.session.events import SessionEvent, SessionState
-from rltui.session.metrics import TRAINER_METRICS, UpdateRecord
+from rltui.session.metrics import RECORDED_METRICS, UpdateRecord
 
 PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 64 * 1024  # a client message longer than this is refused
@@ -190,7 +190,7 @@ def parse_request(line: bytes) -> Request:
 def record_from_json(data: Mapping[str, Any]) -> UpdateRecord:
     """The inverse of `UpdateRecord.to_json` (null back to NaN)."""
     values = {}
-    for name in TRAINER_METRICS:
+    for name in RECORDED_METRICS:
         value = data.get(name)
         values[name] = math.nan if value is None else float(value)
     return UpdateRecord(
@@ -202,7 +202,7 @@ def record_from_json(data: Mapping[str, Any]) -> UpdateRecord:
         per_seed={
             name: tuple(math.nan if v is None else float(v) for v in seeds)
             for name, seeds in (data.get("seeds") or {}).items()
-            if name in TRAINER_METRICS and isinstance(seeds, list)
+            if name in RECORDED_METRICS and isinstance(seeds, list)
         },
     )
 
