@@ -96,6 +96,18 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="print a checkpoint's metadata", description="Print a checkpoint's metadata.")
     info.add_argument("path", metavar="PATH", help="checkpoint file, or run directory (its latest checkpoint)")
 
+    watch = sub.add_parser(
+        "watch", help="watch a saved policy play, in the terminal",
+        description="Open a view of a checkpoint's policy playing episodes, drawn in the terminal, with the action, "
+        "the policy's probabilities (or mean and std) and V(s). Keys: space pause, n step, g greedy/sampled, "
+        "s next seed, +/- speed, q close. --record writes the episodes as an animated SVG instead.",
+    )
+    watch.add_argument("path", metavar="PATH", help="checkpoint file (best.msgpack too), or run directory (its latest)")
+    watch.add_argument("--episodes", type=int, default=1, help="episodes to play (default 1)")
+    watch.add_argument("--sample", action="store_true", help="sample actions from the policy (default: greedy)")
+    watch.add_argument("--seed", type=int, default=0, help="seed for the episodes (default 0)")
+    watch.add_argument("--record", metavar="OUT.svg", help="write the episodes to an animated SVG file, no view")
+
     sub.add_parser("envs", help="list the supported environments", description="List the supported gymnax environments.")
 
     check_env = sub.add_parser(
@@ -219,6 +231,10 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: l
         from rltui import attach
 
         return attach.cmd_attach(args) if args.command == "attach" else attach.cmd_serve(args)
+    if args.command == "watch":
+        from rltui.watch import cmd_watch
+
+        return cmd_watch(args)
     if args.command in ("eval", "info"):
         from rltui import inspect_checkpoint
 
