@@ -213,6 +213,7 @@ def launch(args, spec=None) -> int:
                 run_dir = target.run_dir
                 lock_run_dir(run_dir)  # before anything is written there
                 branch = _branch(run_dir, resume)
+                _keep_original_config(run_dir)
                 write_config(run_dir, config)
             from rltui.session.recorder import truncate_metrics
 
@@ -224,9 +225,20 @@ def launch(args, spec=None) -> int:
                       file=sys.stderr)
     except (ConfigError, LaunchError, OSError) as err:
         return _error(str(err))
-    session, recorder = build_session(config, devices, run_dir, resume.data if resume else None, spec)
+    changes = _resume_changes(config, resume.metadata) if resume is not None else None
+    hparams = changes.hparams_before if changes is not None else None
+    session, recorder = build_session(config, devices, run_dir, resume.data if resume else None, spec, hparams)
     if branch is not None:
         recorder.on_event(branch)
+    if changes is not None:
+        if changes.other:
+            session.add_listener(_AfterResumed(recorder, changes.event(resume.metadata)))
+        if changes.live:
+            from rltui.session import SetHParams
+
+            # Applied before the first chunk, as an edit: logged as an hparams event and
+            # kept in the checkpoints' edit log, like a change made from the dashboard.
+            session.submit(SetHParams(changes.live))
     server = start_control_server(session, run_dir, config)
     try:
         if headless:
@@ -313,8 +325,10 @@ def start_control_server(session, run_dir: Path, config: RunConfig):
     return server
 
 
-def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume_data: bytes | None, spec=None):
-    """`run_dir` None: a peer process of a multi-process run, which records nothing."""
+def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume_data: bytes | None, spec=None,
+                  hparams=None):
+    """`run_dir` None: a peer process of a multi-process run, which records nothing.
+    `hparams`: the live hyperparameters to start from, if not the config's."""
     from rltui.session import TrainingSession
     from rltui.session.backend import JaxBackend
     from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore
@@ -329,7 +343,7 @@ def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume
     store = CheckpointStore.for_run(run_dir, keep=config.keep_checkpoints) if run_dir else PeerCheckpoints()
     session = TrainingSession(
         backend,
-        config.dynamic_hparams(),
+        hparams if hparams is not None else config.dynamic_hparams(),
         config.total_updates,
         chunk_seconds=config.chunk_seconds,
         checkpoints=store,
@@ -360,6 +374,84 @@ def _error(message: str) -> int:
     return report(UsageError(message))
 
 
+
+
+def _keep_original_config(run_dir: Path) -> None:
+    """A resume rewrites config.toml with its own values: the configuration the run started
+    with is kept once, beside it, as config.original.toml. Each resume's changes are events."""
+    import shutil
+
+    current, original = run_dir / "config.toml", run_dir / "config.original.toml"
+    if current.exists() and not original.exists():
+        shutil.copy2(current, original)
+
+
+class _AfterResumed:
+    """A SessionListener that records `event` once the resumed session has said so and
+    compiled (after the recorder has written both): the resume's changes follow the resume,
+    and come before the first chunk's events."""
+
+    def __init__(self, recorder, event):
+        self.recorder, self.event = recorder, event
+
+    def on_state(self, state, message) -> None:
+        pass
+
+    def on_metrics(self, snapshot) -> None:
+        pass
+
+    def on_event(self, event) -> None:
+        if event.kind == "compiled" and self.event is not None:
+            import dataclasses
+
+            pending, self.event = self.event, None
+            self.recorder.on_event(dataclasses.replace(pending, wall_time=event.wall_time))  # the run's clock, now
+
+
+class ResumeChanges(NamedTuple):
+    """What a resume changes against the checkpoint it goes on from."""
+
+    live: dict  # live hyperparameters set to new values: applied as an edit
+    hparams_before: object  # the DynamicHParams to start from: the checkpoint's live values
+    other: dict  # config key -> (before, after), for the other keys
+    update: int
+
+    def event(self, metadata: dict):
+        from rltui.session.events import SessionEvent
+
+        text = ", ".join(f"{key} {before!r} -> {after!r}" for key, (before, after) in self.other.items())
+        return SessionEvent(
+            "config", self.update, f"resumed with {text}", _elapsed(metadata),
+            {"changes": {k: after for k, (_, after) in self.other.items()},
+             "previous": {k: before for k, (before, _) in self.other.items()}},
+        )
+
+
+def _resume_changes(config: RunConfig, metadata: dict) -> ResumeChanges:
+    import math
+
+    from rltui.config import hparams_as_config
+    from trainers.hparams import ALGO_HPARAMS
+
+    saved = {k: float(v) for k, v in (metadata.get("hparams") or {}).items() if isinstance(v, (int, float))}
+    start = config.dynamic_hparams()
+    now = start.as_floats()
+    live = {
+        name: now[name] for name in ALGO_HPARAMS.get(config.algo, ())
+        if name in saved and name in now and not math.isclose(saved[name], now[name], rel_tol=1e-6, abs_tol=1e-12)
+    }
+    if live:
+        start = start.with_updates({name: saved[name] for name in live})
+    try:
+        previous = resume_config(metadata.get("config", {}), metadata.get("hparams", {}), {}).to_toml_dict()
+    except ConfigError:
+        previous = {}
+    recorded = set(hparams_as_config(live))
+    other = {
+        key: (previous[key], value) for key, value in config.to_toml_dict().items()
+        if key in previous and previous[key] != value and key not in recorded
+    }
+    return ResumeChanges(live, start, other, int(metadata.get("update", 0)))
 
 
 def _elapsed(metadata: dict) -> float:
