@@ -93,8 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--sample", action="store_true", help="sample actions from the policy (default: greedy)")
     evaluate.add_argument("--seed", type=int, default=0, help="seed for the evaluation episodes (default 0)")
 
-    info = sub.add_parser("info", help="print a checkpoint's metadata", description="Print a checkpoint's metadata.")
+    info = sub.add_parser(
+        "info", help="report on a checkpoint",
+        description="Report on a checkpoint: where training was, the hyperparameters and configuration that apply "
+        "to its algorithm, its edits and the library versions. Never imports the run's env module.",
+    )
     info.add_argument("path", metavar="PATH", help="checkpoint file, or run directory (its latest checkpoint)")
+    info.add_argument("--json", action="store_true", help="print the report as JSON, for scripts")
 
     watch = sub.add_parser(
         "watch", help="watch a saved policy play, in the terminal",
@@ -181,7 +186,30 @@ def cmd_envs(args: argparse.Namespace) -> int:
         else:
             actions = f"continuous ({spec.num_actions}-dim, [{float(spec.action_low.min()):g}, {float(spec.action_high.max()):g}])"
         print(f"{env_id:<26} {shape:<14} {actions:<32} {_preset_summary(env_id in tuned, presets.result('ppo', env_id))}")
+    _print_suites()
     return 0
+
+
+def _print_suites() -> None:
+    """Each optional suite: every env it offers when installed (ids with its prefix), else
+    the extra that brings it."""
+    from importlib import metadata
+
+    from trainers import suites
+
+    for suite in suites.SUITES.values():
+        print()
+        if not suites.installed(suite):
+            print(f'{suite.name}: not installed; pip install "rltui[{suite.name}]" (e.g. {suite.example})')
+            continue
+        try:
+            version = metadata.version(suite.package)
+        except metadata.PackageNotFoundError:
+            version = "?"
+        names = suites.env_names(suite)
+        print(f"{suite.name} {version} ({len(names)} envs):")
+        for name in names:
+            print(f"  {suite.name}:{name}")
 
 
 def _preset_summary(has_preset: bool, result) -> str:

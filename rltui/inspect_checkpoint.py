@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from rltui.errors import report
 
@@ -22,32 +23,98 @@ def _fail(message: str) -> int:
     return report(message)
 
 
-def cmd_info(args) -> int:
+def info_record(path: Path, data: bytes, metadata: dict) -> dict[str, Any]:
+    """What `rltui info` reports, as data (`--json` prints it as is). Reading never
+    imports the run's env module: everything comes from the checkpoint's metadata."""
+    from rltui.config import KEYS, hparams_as_config
     from trainers import checkpoint
+
+    config = metadata.get("config") if isinstance(metadata.get("config"), dict) else {}
+    algo = config.get("algo", metadata.get("trainer"))
+    applies = {name for name, key in KEYS.items() if key.reads(algo)} if algo else set(KEYS)
+    hparams = hparams_as_config(metadata.get("hparams", {}))
+    return {
+        "checkpoint": str(path),
+        "checksum": "ok" if checkpoint.check(data).covers_metadata else "ok, covers the state only (older format)",
+        "parameters_finite": checkpoint.params_are_finite(data),
+        "trainer": metadata.get("trainer"),
+        "update": metadata.get("update"),
+        "env_steps": metadata.get("env_steps"),
+        "elapsed_seconds": metadata.get("elapsed"),
+        "reason": metadata.get("reason"),
+        "created": metadata.get("created"),
+        "device_kind": metadata.get("device_kind"),
+        "device_count": metadata.get("device_count"),
+        # as they were when saved, live edits included
+        "hparams": {name: value for name, value in hparams.items() if name in applies},
+        # as the run started (or was last resumed), only the keys its algorithm reads
+        "config": {name: value for name, value in config.items() if name in applies or name not in KEYS},
+        "edits": list(metadata.get("edits", [])),
+        "versions": dict(metadata.get("versions", {})),
+    }
+
+
+def render_info(record: dict[str, Any]) -> str:
+    """`info_record` as a report: the facts first (one per line, a name then its value),
+    then the hyperparameters, the configuration, the edits and the versions, in sections."""
+    from rltui.ui.format import fmt_duration
+
+    elapsed = record["elapsed_seconds"]
+    elapsed_text = "—" if not isinstance(elapsed, (int, float)) else (
+        f"{fmt_duration(elapsed, hours=True)} ({elapsed:,.1f} s)")
+    steps = record["env_steps"]
+    facts = [
+        ("checkpoint", record["checkpoint"]),
+        ("checksum", record["checksum"]),
+        ("parameters", "finite" if record["parameters_finite"] else "contain NaN/inf (cannot be evaluated or resumed)"),
+        ("trainer", record["trainer"]),
+        ("update", record["update"]),
+        ("env_steps", f"{steps:,}" if isinstance(steps, int) else steps),
+        ("elapsed", elapsed_text),
+        ("saved", f"{record['reason']} checkpoint, {record['created']}"),
+        ("device", f"{record['device_kind']} x {record['device_count']}"),
+    ]
+    lines = [f"{name:<12} {value}" for name, value in facts]
+
+    def section(title: str, values: dict[str, Any]) -> None:
+        lines.extend(["", title])
+        width = max((len(k) for k in values), default=0)
+        lines.extend(f"  {k:<{width}}  {_value(v)}" for k, v in values.items())
+
+    section("hyperparameters (when saved, live edits included)", record["hparams"])
+    config = {k: v for k, v in record["config"].items() if k not in record["hparams"] and v != {}}
+    section("configuration", config)
+    lines.extend(["", f"edits        {len(record['edits'])}"])
+    for edit in record["edits"]:
+        changes = edit.get("changes") if isinstance(edit, dict) else None
+        text = ", ".join(f"{k} {_value(v)}" for k, v in changes.items()) if isinstance(changes, dict) else changes
+        lines.append(f"  update {edit.get('update') if isinstance(edit, dict) else '?'}: {text}")
+    versions = record["versions"]
+    lines.extend(["", "versions     " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))])
+    return "\n".join(lines)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_value(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def cmd_info(args) -> int:
     from trainers.checkpoint import CheckpointError
 
     try:
         path, data, metadata = _load(args.path)
-        covers_metadata = checkpoint.check(data).covers_metadata
-        finite = checkpoint.params_are_finite(data)
+        record = info_record(path, data, metadata)
     except (OSError, CheckpointError) as err:
         return _fail(str(err))
-    print(f"checkpoint   {path}")
-    print("checksum     " + ("ok" if covers_metadata else "ok, covers the state only (older format)"))
-    print("parameters   " + ("finite" if finite else "contain NaN/inf (cannot be evaluated or resumed)"))
-    for key in ("trainer", "update", "env_steps", "elapsed", "reason", "created", "device_kind", "device_count"):
-        print(f"{key:<12} {metadata.get(key)}")
-    from rltui.config import hparams_as_config
-
-    # as they were when saved, live edits included; the config line has the run's start values
-    print("hparams      " + json.dumps(hparams_as_config(metadata.get("hparams", {})), sort_keys=True))
-    print("static       " + json.dumps(metadata.get("static", {}), sort_keys=True))
-    print("config       " + json.dumps(metadata.get("config", {}), sort_keys=True))
-    print("versions     " + json.dumps(metadata.get("versions", {}), sort_keys=True))
-    edits = metadata.get("edits", [])
-    print(f"edits        {len(edits)}")
-    for edit in edits:
-        print(f"  update {edit.get('update')}: {json.dumps(edit.get('changes'), sort_keys=True)}")
+    print(json.dumps(record, indent=2) if args.json else render_info(record))
     return 0
 
 
@@ -86,10 +153,9 @@ def cmd_eval(args) -> int:
     import jax
     import numpy as np
 
+    from trainers.env_import import EnvImportError
     from trainers.evaluate import evaluate
     from trainers.parallel import build
-
-    from trainers.env_import import EnvImportError
 
     try:
         parallel = build(config.static_config(), jax.local_devices()[:1])

@@ -137,11 +137,18 @@ def rewrite_checkpoint(src: Path, dst: Path, edit) -> None:
 
 
 def info_fields(stdout: str) -> dict[str, str]:
+    """The facts `rltui info` prints first, one per line: name, then value."""
     out = {}
-    for line in stdout.splitlines():
+    for line in stdout.split("\n\n")[0].splitlines():
         key, _, value = line.partition(" ")
         out[key] = value.strip()
     return out
+
+
+def info_json(work: Path, cache: Path, run: Path | str) -> dict:
+    result = rltui(["info", str(run), "--json"], work, cache, timeout=120)
+    assert_ok(result)
+    return json.loads(result.stdout)
 
 
 _EVAL = re.compile(r"mean (\S+)\s+std (\S+)\s+min (\S+)\s+max (\S+)")
@@ -504,7 +511,7 @@ def test_branch_from_an_older_checkpoint_sets_the_later_ones_aside(tmp_path, cac
     assert_ok(info)
     fields = info_fields(info.stdout)
     assert fields["update"] == str(branch_end), info.stdout
-    assert json.loads(fields["hparams"])["lr"] == pytest.approx(1e-3)
+    assert info_json(tmp_path, cache, run_dir)["hparams"]["lr"] == pytest.approx(1e-3)
 
     total = branch_end + 2
     resumed = rltui(["launch", "--no-ui", "--resume", run_dir, "--set", f"total_timesteps={total * STEPS}"],
@@ -640,19 +647,26 @@ def test_info_prints_metadata(work, cache, run_a):
     fields = info_fields(result.stdout)
     assert fields["checkpoint"].endswith(f"checkpoint-{2 * K:09d}.msgpack")
     assert fields["update"] == str(2 * K)
-    assert fields["env_steps"] == str(2 * K * STEPS)
-    assert fields["device_kind"] == "cpu"
+    assert fields["env_steps"] == f"{2 * K * STEPS:,}"
+    assert fields["device"] == "cpu x 1"
     assert fields["trainer"] == "ppo"
-    versions = json.loads(fields["versions"])
+    assert re.fullmatch(r"\d+:\d\d:\d\d \([\d,.]+ s\)", fields["elapsed"]), fields["elapsed"]  # with units
+    # sections, not JSON blobs; only what applies to PPO; nothing internal
+    assert "hyperparameters (when saved, live edits included)" in result.stdout and "{" not in result.stdout
+    assert "baseline" not in result.stdout and "max_chunk_updates" not in result.stdout
+    record = info_json(work, cache, run_a)
+    assert record["update"] == 2 * K and record["env_steps"] == 2 * K * STEPS and record["device_kind"] == "cpu"
+    versions = record["versions"]
     for name in ("jax", "flax", "optax", "gymnax"):
         assert re.match(r"\d+\.\d+", versions.get(name, "")), (name, versions)
-    hparams = json.loads(fields["hparams"])
+    hparams = record["hparams"]
     assert hparams["lr"] == pytest.approx(2.5e-4) and hparams["gamma"] == pytest.approx(0.99)
-    # the live-editable keys as config values; anneal_lr (static) is on the config line, and
+    # the live-editable keys as config values; anneal_lr (static) is in the config, and
     # anneal_updates is internal (derived from total_timesteps)
     assert "anneal_lr" not in hparams and "anneal_updates" not in hparams
-    config = json.loads(fields["config"])
+    config = record["config"]
     assert config["hidden_sizes"] == [16] and config["num_envs"] == 4
+    assert "baseline" not in config and "normalize_returns" not in config  # REINFORCE's
 
 
 @pytest.mark.parametrize("sample", [False, True], ids=["greedy", "sampled"])
