@@ -360,6 +360,10 @@ def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume
     )
     if run_dir is None:
         return session, None
+    if resume_data is not None:
+        # The curves show the whole run: its updates before the checkpoint, from the
+        # metrics.jsonl the launch has cut at that checkpoint.
+        session.load_history(run_dir / "metrics.jsonl")
     recorder = RunRecorder(run_dir)
     session.add_listener(recorder)
     from rltui.loggers import open_loggers

@@ -42,6 +42,8 @@ def test_hello_then_the_history_once_then_only_new_records(tmp_path):
         assert hello["state"] == "running" and hello["total_updates"] == 100 and hello["pid"] == os.getpid()
         assert hello["config"]["env"] == "CartPole-v1" and hello["describe"]["algo"] == "ppo"
         assert hello["hparams"]["lr"] == pytest.approx(2.5e-4)
+        curves = client.recv()  # the whole run, bucketed (the chart's), then the recent records
+        assert curves["type"] == "history" and curves["curves"]["update_first"][0] == 1
         history = client.recv()
         assert history["type"] == "snapshot" and history["update"] == 5
         assert [r["update"] for r in history["records"]] == [1, 2, 3, 4, 5]
@@ -60,6 +62,8 @@ def test_after_a_rollback_a_new_client_gets_the_history_the_run_goes_on_from(tmp
         fake.on_thread(fake.advance, 2)
         client = LineClient(server.path)
         assert client.recv()["type"] == "hello"
+        curves = client.recv()["curves"]
+        assert curves["update_last"][-1] == 8 and sum(curves["count"]) == 8
         history = client.recv()
         assert history["update"] == 8 and [r["update"] for r in history["records"]] == list(range(1, 9))
         client.close()

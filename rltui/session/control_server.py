@@ -167,6 +167,8 @@ class ControlServer(SessionListener):
         self._state_message: str | None = None
         self._latest_head: dict[str, Any] | None = None
         self._latest_at = 0.0  # when it came (time.monotonic)
+        self._latest_curves = None  # the whole run's curves, from the latest snapshot
+        self._history_line: tuple[Any, bytes] | None = None  # (curves, their history message)
         self._history: collections.deque[_Kept] = collections.deque(maxlen=history)
         self._events: collections.deque[bytes] = collections.deque(maxlen=events)
         self._describe: dict = {}
@@ -383,6 +385,13 @@ class ControlServer(SessionListener):
                 # time of now, not of the last chunk, or a client attaching to a run paused
                 # for an hour would count on from before that hour.
                 head["elapsed"] = round(head["elapsed"] + time.monotonic() - self._latest_at, 4)
+            curves = self._latest_curves
+            if curves is not None and len(curves):
+                # The whole run, bucketed, up to the same snapshot as the head and records:
+                # encoded once per snapshot, shared by the clients that attach meanwhile.
+                if self._history_line is None or self._history_line[0] is not curves:
+                    self._history_line = (curves, protocol.encode(protocol.history_message(curves)))
+                self._queue(client, self._history_line[1])
             client.owed = _Owed(head, collections.deque((kept.json for kept in self._history), maxlen=self.history))
             client.queue.append(client.owed)
         for data in self._events:
@@ -470,6 +479,7 @@ class ControlServer(SessionListener):
             head = protocol.snapshot_head(payload)
             records = [protocol.encode_record(record) for record in payload.new_records]
             self._latest_head = head
+            self._latest_curves = payload.curves
             self._latest_at = time.monotonic()
             self._history.extend(_Kept(r.update, data) for r, data in zip(payload.new_records, records, strict=True))
             line = protocol.snapshot_line(head, records)

@@ -14,11 +14,9 @@ import queue
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable
-
-from trainers.hparams import DynamicHParams, HParamError, check_changes
 
 from rltui.session.backend import NonFiniteState, TrainingBackend
 from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore, checkpoint_metadata, checkpoint_update
@@ -26,7 +24,8 @@ from rltui.session.commands import Command, Pause, Resume, Rollback, SaveCheckpo
 from rltui.session.distributed import BoundarySync, LocalSync
 from rltui.session.evaluation import EvalResult, EvaluationPolicy, Evaluator
 from rltui.session.events import SessionEvent, SessionState
-from rltui.session.metrics import TRAINER_METRICS, MetricsSnapshot, MetricsStore, UpdateRecord
+from rltui.session.metrics import TRAINER_METRICS, MetricsSnapshot, MetricsStore, UpdateRecord, load_run_history
+from trainers.hparams import DynamicHParams, HParamError, check_changes
 
 # Metrics whose non-finite value means training has diverged (episode_return may be NaN
 # simply because no episode finished).
@@ -137,6 +136,11 @@ class TrainingSession:
         self.target_reached = False  # stop_at_eval_return was reached
 
     # --- client API (any thread) -------------------------------------------------------
+    def load_history(self, metrics_path: Path, last_update: int | None = None) -> int:
+        """Before `start`, on a resume: the run's updates up to its checkpoint, from its
+        metrics.jsonl, so the curves show the whole run. Returns how many were read."""
+        return load_run_history(self._store, metrics_path, last_update)
+
     def add_listener(self, listener: SessionListener) -> None:
         self._listeners.append(listener)
 

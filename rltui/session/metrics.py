@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import math
 import threading
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
+
+import numpy as np
 
 from rltui.session.events import SessionState
+from rltui.session.history import CAPACITY as CURVE_CAPACITY
+from rltui.session.history import SEED_PREFIX, CurveBuffer, Curves, empty_curves
 from trainers.metrics_spec import METRIC_NAMES, METRIC_SPECS, RECORDED_METRICS, TRAINER_METRICS  # noqa: F401
 
 
@@ -72,10 +79,22 @@ class MetricsSnapshot:
     sps: float
     hparams: Mapping[str, float]
     new_records: tuple[UpdateRecord, ...]
-    history: Mapping[str, tuple[float, ...]]  # recent values of every declared metric, oldest first
+    # Recent values of every declared metric, oldest first (a RecentHistory when made by a
+    # MetricsStore: it carries the whole run's curves too, see `curves`).
+    history: Mapping[str, tuple[float, ...]]
     history_env_steps: tuple[int, ...]
     # With several seeds: recent episode returns of each seed, aligned with `history`.
     seed_returns: tuple[tuple[float, ...], ...] = ()
+
+    @property
+    def curves(self) -> Curves:
+        """The whole run from update 1, bucketed: what the chart and the sparklines draw."""
+        curves = getattr(self.history, "curves", None)
+        if curves is None or (len(self.seed_returns) > 1 and not curves.seeds):  # made by hand, from plain values
+            store = MetricsStore()
+            store.extend(records_from_history(self.history, self.history_env_steps, self.seed_returns))
+            curves = store.curves()
+        return curves
 
     @property
     def latest_return(self) -> float | None:
@@ -99,45 +118,169 @@ class MetricsSnapshot:
         return max(0.0, (self.total_env_steps - self.env_steps) / self.sps)
 
 
-class MetricsStore:
-    """Ring buffers of recent metrics behind a lock; hands out immutable snapshots."""
+class RecentHistory(Mapping[str, tuple[float, ...]]):
+    """The recent values of every declared metric, oldest first (a mapping, as before), and
+    `curves`: the whole run, bucketed (rltui.session.history). Built by `MetricsStore.history`,
+    so every snapshot made from a store carries its curves."""
 
-    def __init__(self, capacity: int = 4096):
+    def __init__(self, series: Mapping[str, tuple[float, ...]], curves: Curves):
+        self._series = dict(series)
+        self.curves = curves
+
+    def __getitem__(self, name: str) -> tuple[float, ...]:
+        return self._series[name]
+
+    def __iter__(self):
+        return iter(self._series)
+
+    def __len__(self) -> int:
+        return len(self._series)
+
+
+class MetricsStore:
+    """The whole run's curves (a bounded multi-resolution buffer) and ring buffers of the
+    recent raw values, behind a lock; hands out immutable snapshots."""
+
+    def __init__(self, capacity: int = 4096, curve_capacity: int = CURVE_CAPACITY):
         self._lock = threading.Lock()
         self._steps: collections.deque[int] = collections.deque(maxlen=capacity)
+        self._updates: collections.deque[int] = collections.deque(maxlen=capacity)
+        self._walls: collections.deque[float] = collections.deque(maxlen=capacity)
         # Every declared metric: the trainer's from each record's values, the session's own
         # (sps) from the record's field of that name.
         self._series = {name: collections.deque(maxlen=capacity) for name in METRIC_NAMES}
         self._capacity = capacity
         self._seed_returns: list[collections.deque[float]] = []
+        self._curve_capacity = curve_capacity
+        self._curves: CurveBuffer | None = None  # made at the first records: their seeds are its columns
 
-    def extend(self, records: list[UpdateRecord]) -> None:
+    def _buffer(self, seeds: int) -> CurveBuffer:
+        if self._curves is None:
+            self._curves = CurveBuffer(_columns(seeds), self._curve_capacity)
+        return self._curves
+
+    def extend(self, records: Iterable[UpdateRecord]) -> None:
+        records = list(records)
+        if not records:
+            return
         with self._lock:
+            rows = []
             for record in records:
                 self._steps.append(record.env_steps)
+                self._updates.append(record.update)
+                self._walls.append(record.wall_time)
+                row = []
                 for name, series in self._series.items():
                     own = METRIC_SPECS[name].source == "session"
-                    series.append(getattr(record, name) if own else float(record.get(name)))
+                    value = getattr(record, name) if own else float(record.get(name))
+                    series.append(value)
+                    row.append(value)
                 returns = record.per_seed.get("episode_return", ())
                 while len(self._seed_returns) < len(returns):
                     self._seed_returns.append(collections.deque(maxlen=self._capacity))
                 for series, value in zip(self._seed_returns, returns):
                     series.append(value)
+                rows.append((row, returns))
+            buffer = self._buffer(len(records[0].per_seed.get("episode_return", ())))
+            seeds = len(buffer.columns) - len(METRIC_NAMES)
+            values = np.full((len(rows), len(buffer.columns)), np.nan)
+            for i, (row, returns) in enumerate(rows):
+                values[i, : len(row)] = row
+                values[i, len(row) : len(row) + min(seeds, len(returns))] = returns[:seeds]
+            buffer.extend([r.update for r in records], [r.env_steps for r in records],
+                          [r.wall_time for r in records], values)
 
     def drop_after(self, env_steps: int) -> None:
         """Forget the records past `env_steps` (a rollback to a checkpoint taken there)."""
         with self._lock:
             while self._steps and self._steps[-1] > env_steps:
-                self._steps.pop()
-                for series in (*self._series.values(), *self._seed_returns):
+                for series in (self._steps, self._updates, self._walls, *self._series.values(), *self._seed_returns):
                     if series:
                         series.pop()
+            if self._curves is not None:
+                self._curves.drop_after(env_steps, self._tail(len(self._curves.columns)))
 
-    def history(self) -> tuple[Mapping[str, tuple[float, ...]], tuple[int, ...]]:
+    def _tail(self, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The recent raw rows, as the curve buffer's columns."""
+        count = len(self._steps)
+        values = np.full((count, width), np.nan)
+        for j, series in enumerate(self._series.values()):
+            values[:, j] = list(series)[-count:] if count else []
+        for k, series in enumerate(self._seed_returns[: width - len(self._series)]):
+            seed = list(series)[-count:]
+            values[count - len(seed) :, len(self._series) + k] = seed
+        return np.asarray(self._updates), np.asarray(self._steps, dtype=float), np.asarray(self._walls), values
+
+    def load_curves(self, curves: Curves) -> None:
+        """Start from `curves` (an attached client: the run's history message). Records
+        already in them that arrive later count in the recent values only."""
+        with self._lock:
+            self._curves = CurveBuffer(curves.columns, self._curve_capacity)
+            self._curves.load(curves)
+
+    def curves(self) -> Curves:
+        with self._lock:
+            return self._curves.curves() if self._curves is not None else empty_curves(_columns(0))
+
+    def history(self) -> tuple[RecentHistory, tuple[int, ...]]:
         with self._lock:
             series = {name: tuple(values) for name, values in self._series.items()}
-            return MappingProxyType(series), tuple(self._steps)
+            curves = self._curves.curves() if self._curves is not None else empty_curves(_columns(0))
+            return RecentHistory(series, curves), tuple(self._steps)
 
     def seed_returns(self) -> tuple[tuple[float, ...], ...]:
         with self._lock:
             return tuple(tuple(series) for series in self._seed_returns)
+
+
+def _columns(seeds: int) -> tuple[str, ...]:
+    return (*METRIC_NAMES, *(f"{SEED_PREFIX}{k}" for k in range(seeds if seeds > 1 else 0)))
+
+
+def records_from_history(
+    history: Mapping[str, Sequence[float]], steps: Sequence[int], seed_returns: Sequence[Sequence[float]] = ()
+) -> list[UpdateRecord]:
+    """Update records rebuilt from a snapshot's recent values (one made by hand, without
+    curves), so that it can be drawn like any other."""
+    lengths = [len(steps), *(len(v) for v in history.values()), *(len(v) for v in seed_returns)]
+    count = min(lengths) if history else 0
+
+    def at(values: Sequence[float], i: int) -> float:
+        return float(values[len(values) - count + i])
+
+    return [
+        UpdateRecord(
+            update=i + 1, env_steps=int(at(steps, i)), wall_time=0.0,
+            sps=at(history["sps"], i) if "sps" in history else math.nan,
+            values={name: at(values, i) for name, values in history.items() if name != "sps"},
+            per_seed={"episode_return": tuple(at(v, i) for v in seed_returns)} if len(seed_returns) > 1 else {},
+        )
+        for i in range(count)
+    ]
+
+
+def load_run_history(store: MetricsStore, path: Path, last_update: int | None = None, batch: int = 4096) -> int:
+    """Feed `store` the update records of a run's metrics.jsonl (a resume: the curves
+    start from update 1, not from the checkpoint), up to `last_update`. Streamed in batches:
+    memory stays the store's, whatever the file's length. Lines that are not records (cut
+    short by a crash) are passed over. Returns the number of records read."""
+    from rltui.session.protocol import record_from_json
+
+    count, pending = 0, []
+    try:
+        with open(path, encoding="utf-8") as lines:
+            for line in lines:
+                try:
+                    record = record_from_json(json.loads(line))
+                except (ValueError, TypeError, KeyError, AttributeError):
+                    continue
+                if last_update is not None and record.update > last_update:
+                    break
+                pending.append(record)
+                if len(pending) >= batch:
+                    store.extend(pending)
+                    count, pending = count + len(pending), []
+    except OSError:
+        pass  # no history to show: the run goes on, its curves start at the checkpoint
+    store.extend(pending)
+    return count + len(pending)

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Iterable, Mapping, NamedTuple
-
-from trainers.hparams import LIVE_HPARAMS
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
 from rltui.session.commands import Command, Pause, Resume, Rollback, SaveCheckpoint, SetHParams, Stop
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.metrics import RECORDED_METRICS, UpdateRecord
+from trainers.hparams import LIVE_HPARAMS
 
 PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 64 * 1024  # a client message longer than this is refused
@@ -268,3 +268,13 @@ def parse_state(value: Any) -> SessionState:
 
 def error_message(text: str, request_id: Any = None) -> dict[str, Any]:
     return {"type": "error", "error": text, "id": request_id}
+
+
+HISTORY_BUCKETS = 512  # the curves a client is sent on connect: enough for any chart's width
+
+
+def history_message(curves: Any) -> dict[str, Any]:
+    """The whole run's curves (rltui.session.history.Curves), sent once on connect before
+    the first snapshot: the records that follow and are already in them count only in the
+    recent values."""
+    return {"type": "history", "curves": curves.rebin(HISTORY_BUCKETS).to_json()}

@@ -27,6 +27,7 @@ from rltui.session.commands import Command, Stop
 from rltui.session.control_paths import find_socket
 from rltui.session.controller import SessionListener
 from rltui.session.events import SessionEvent, SessionState
+from rltui.session.history import Curves
 from rltui.session.metrics import MetricsSnapshot, MetricsStore
 from rltui.session.protocol import ProtocolError
 from trainers.hparams import DynamicHParams
@@ -206,6 +207,10 @@ class RemoteSession:
         kind = message["type"]
         if kind == "snapshot":
             self._on_snapshot(message)
+        elif kind == "history":
+            curves = Curves.from_json(message["curves"])
+            with self._lock:
+                self._store.load_curves(curves)
         elif kind == "state":
             self._on_state(protocol.parse_state(message["state"]), message.get("message"))
         elif kind == "event":

@@ -475,6 +475,11 @@ class DashboardApp(App[None]):
         if self.attached:
             yield SystemCommand("Stop the run", "For every client; asks first (k)", self.action_stop_run)
         yield SystemCommand("Next chart metric", "Cycle what the chart shows (c)", self.action_cycle_chart)
+        yield SystemCommand("Pick the chart's metric", "From a list (m)", self.dashboard.action_pick_metric)
+        yield SystemCommand("Chart smoothing", "Off, 0.6, 0.9, 0.99: a debiased moving average (w)",
+                            self.dashboard.action_cycle_smoothing)
+        yield SystemCommand("Chart log scale", "On the y axis, for losses (l)", self.dashboard.action_toggle_log)
+        yield SystemCommand("Chart x axis", "Env steps or wall time (t)", self.dashboard.action_toggle_x_axis)
         yield SystemCommand("Next side panel", "Events, hyperparameters, devices on small screens (v)", self.action_cycle_side_panel)
         yield SystemCommand("Save SVG screenshot", f"Into the run directory {self.run_dir} (x)", self.action_save_svg)
         yield SystemCommand("Help", "Keys and how the dashboard works (?)", self.action_help)

@@ -4,7 +4,7 @@ and NumPy: the headless display (which never imports textual) uses it too."""
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -95,3 +95,37 @@ def fmt_bytes(value: int | None) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} TiB"
+
+
+def time_ticks(low: float, high: float, most: int) -> tuple[list[float], list[str]]:
+    """Tick positions and labels for an axis of wall time in seconds: round durations
+    (10 s, 1 min, 15 min, 1 h...), at most `most` of them, labelled as the status line
+    writes durations (m:ss, h:mm:ss)."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+        return ([low], [fmt_duration(low)]) if math.isfinite(low) else ([], [])
+    steps = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
+    step = next((s for s in steps if math.floor(high / s) - math.ceil(low / s) < most), None)
+    if step is None:
+        step = 86400 * math.ceil((high - low) / (86400 * max(1, most - 1)))
+    ticks = [float(i * step) for i in range(math.ceil(low / step), math.floor(high / step) + 1)]
+    if not ticks:
+        return [low, high], [fmt_duration(low), fmt_duration(high)]
+    return ticks, [fmt_duration(t) for t in ticks]
+
+
+def smooth(values: Sequence[float], weight: float) -> np.ndarray:
+    """A debiased exponential moving average (TensorBoard's smoothing): each point is the
+    average of those before it weighted by `weight` per step back, divided by the weights'
+    sum so the first points are not pulled towards zero. NaN points stay NaN and are
+    passed over."""
+    values = np.asarray(values, dtype=float)
+    out = np.full(len(values), np.nan)
+    if weight <= 0:
+        return values.copy()
+    average, seen = 0.0, 0
+    for i, value in enumerate(values.tolist()):
+        if math.isfinite(value):
+            average = weight * average + (1 - weight) * value
+            seen += 1
+            out[i] = average / (1 - weight**seen)
+    return out

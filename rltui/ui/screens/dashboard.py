@@ -52,6 +52,11 @@ class DashboardScreen(Screen):
         Binding("s", "app.save_checkpoint", "Save", tooltip="save a checkpoint at the next chunk boundary"),
         Binding("r", "app.rollback", "Rollback", tooltip="roll back to the latest checkpoint (while paused; keeps the hyperparameters)"),
         Binding("c", "cycle_chart", "Chart", tooltip="chart the next metric"),
+        Binding("m", "pick_metric", "Metric", tooltip="pick the chart's metric from a list"),
+        Binding("w", "cycle_smoothing", "Smooth", show=False,
+                tooltip="chart smoothing: off, 0.6, 0.9, 0.99 (a debiased moving average; the raw mean dimmed)"),
+        Binding("l", "toggle_log", "Log", show=False, tooltip="chart: log scale on the y axis (for losses)"),
+        Binding("t", "toggle_x_axis", "X axis", show=False, tooltip="chart: x axis in env steps or wall time"),
         Binding("b", "toggle_seed_view", "Seeds", tooltip="many seeds: return as mean with a min-max band, or one line per seed"),
         Binding("v", "cycle_side_panel", "Panel", tooltip="show the next side panel (events, hyperparameters, devices)"),
         Binding("x", "app.save_svg", "SVG", show=False, tooltip="save an SVG screenshot into the run directory"),
@@ -150,6 +155,24 @@ class DashboardScreen(Screen):
     # --- actions ----------------------------------------------------------------------
     def action_cycle_chart(self) -> None:
         self.chart.cycle()
+
+    def action_pick_metric(self) -> None:
+        from rltui.ui.screens.metric_picker import MetricPicker
+
+        def chosen(metric: str | None) -> None:
+            if metric is not None:
+                self.chart.metric = metric
+
+        self.app.push_screen(MetricPicker(self.chart.metrics, self.chart.metric), chosen)
+
+    def action_cycle_smoothing(self) -> None:
+        self.chart.cycle_smoothing()
+
+    def action_toggle_log(self) -> None:
+        self.chart.toggle_log()
+
+    def action_toggle_x_axis(self) -> None:
+        self.chart.toggle_x_axis()
 
     def action_toggle_seed_view(self) -> None:
         self.chart.toggle_seed_view()

@@ -1,9 +1,10 @@
-"""Sparklines of the training metrics, each labelled with its current, min and max value."""
+"""Sparklines of the training metrics over the whole run, each labelled with its current
+value and the run's minimum and maximum."""
 
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from textual.app import ComposeResult
@@ -12,7 +13,9 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Label, Sparkline
 
-from rltui.ui.format import bucket_means, fmt_value
+from rltui.session.history import Curves
+from rltui.ui.format import fmt_value
+from rltui.ui.widgets.chart import _curves_of
 from trainers import metrics_spec
 
 # (metric, label) in display order: those declared for sparklines.
@@ -20,7 +23,9 @@ SPARKLINE_METRICS = tuple((spec.name, spec.label) for spec in metrics_spec.SPARK
 
 
 class MetricSparkline(Widget):
-    """One metric: name, `current (min…max)` and a Sparkline of its finite history.
+    """One metric over the whole run: name, `current (min…max)` and a Sparkline of its
+    bucket means. The minimum and maximum are the run's own (the curves keep each bucket's
+    extremes), the same the chart's y axis spans.
 
     Textual's Sparkline crashes on NaN or inf, and NaN is routine here (an update in which
     no episode finished has no mean return), so only finite values reach it. The current
@@ -28,7 +33,7 @@ class MetricSparkline(Widget):
     flagged): that is a divergence the user must see.
     """
 
-    series: reactive[tuple[float, ...]] = reactive((), always_update=True)
+    curves: reactive[Curves | None] = reactive(None, always_update=True)
 
     def __init__(self, metric: str, label: str, *, skip_nonfinite_current: bool = False, **kwargs):
         super().__init__(**kwargs)
@@ -36,7 +41,6 @@ class MetricSparkline(Widget):
         self.label = label
         # An episodic metric is NaN whenever no episode finished: not worth flagging.
         self.skip_nonfinite_current = skip_nonfinite_current
-        self._finite = np.empty(0)
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="metric-head"):
@@ -44,33 +48,35 @@ class MetricSparkline(Widget):
             yield Label("—", classes="metric-stats", markup=False)
         yield Sparkline([], classes="metric-spark")
 
-    def watch_series(self, series: tuple[float, ...]) -> None:
-        if not self.is_mounted:
+    def watch_curves(self, curves: Curves | None) -> None:
+        if not self.is_mounted or curves is None:
             return
-        # numpy: this runs for each sparkline, on up to 4096 values, on every refresh
-        values = np.asarray(series, dtype=float)
-        finite = values[np.isfinite(values)]
         stats = self.query_one(".metric-stats", Label)
-        latest = series[-1] if series else None
+        latest = curves.latest.get(self.metric) if len(curves) else None
         if latest is not None and not math.isfinite(latest) and self.skip_nonfinite_current:
-            latest = float(finite[-1]) if finite.size else None
+            latest = curves.latest_finite(self.metric)
         nonfinite = latest is not None and not math.isfinite(latest)
-        if finite.size:
-            low, high = float(finite.min()), float(finite.max())
-            text = f"{fmt_value(latest, 3)} ({fmt_value(low, 3)}…{fmt_value(high, 3)})"
+        extremes = curves.extremes(self.metric)
+        if extremes is not None:
+            text = f"{fmt_value(latest, 3)} ({fmt_value(extremes.low, 3)}…{fmt_value(extremes.high, 3)})"
         else:
             text = fmt_value(latest, 3)
         stats.update(text, layout=False)
         stats.set_class(nonfinite, "-nonfinite")
+        self._draw()
+
+    def _draw(self) -> None:
         spark = self.query_one(Sparkline)
+        curves = self.curves
+        if curves is None:
+            return
         # Before the first layout the width is 0: keep enough points for a wide screen.
-        spark.data = bucket_means(finite, spark.size.width or 256)
-        self._finite = finite
+        mean = curves.rebin(spark.size.width or 256).series(self.metric).mean
+        spark.data = mean[np.isfinite(mean)].tolist()
 
     def on_resize(self) -> None:
-        spark = self.query_one(Sparkline)
-        if self._finite.size and spark.size.width:
-            spark.data = bucket_means(self._finite, spark.size.width)
+        if self.query_one(Sparkline).size.width:
+            self._draw()
 
     @property
     def stats_text(self) -> str:
@@ -78,7 +84,7 @@ class MetricSparkline(Widget):
 
 
 class MetricsPanel(Vertical):
-    """A sparkline for each metric declared for them, fed from each snapshot's history."""
+    """A sparkline for each metric declared for them, fed from each snapshot's curves."""
 
     def compose(self) -> ComposeResult:
         for spec in metrics_spec.SPARKLINE_METRICS:
@@ -87,6 +93,8 @@ class MetricsPanel(Vertical):
     def on_mount(self) -> None:
         self.border_title = "metrics: current (min…max)"
 
-    def show(self, history: Mapping[str, tuple[float, ...]]) -> None:
+    def show(self, history: Mapping[str, tuple[float, ...]], steps: Sequence[int] = ()) -> None:
+        """`history`: a snapshot's, which carries the whole run's curves."""
+        curves = _curves_of(steps or range(1, 1 + max((len(v) for v in history.values()), default=0)), history)
         for metric, _ in SPARKLINE_METRICS:
-            self.query_one(f"#spark-{metric}", MetricSparkline).series = tuple(history.get(metric, ()))
+            self.query_one(f"#spark-{metric}", MetricSparkline).curves = curves
