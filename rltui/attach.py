@@ -57,7 +57,8 @@ def cmd_attach(args) -> int:
         config = build_config(remote.config, use_preset=False)
     except ConfigError as err:
         remote.close()
-        return _unavailable(f"{args.run_dir}: the run's configuration is not one this rltui knows ({err})", args.run_dir)
+        message = f"{args.run_dir}: the run's configuration is not one this rltui knows ({err})"
+        return _unavailable(message, args.run_dir)
     if not can_show_dashboard():
         remote.close()
         return _error(

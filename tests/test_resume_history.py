@@ -4,10 +4,8 @@ counted by `rltui info`), and every other changed key is a config event."""
 
 from __future__ import annotations
 
-import tomllib
-
 import pytest
-
+import tomllib
 from test_resume_cli import STEPS, TINY, assert_ok, read_jsonl, rltui
 
 
