@@ -104,3 +104,11 @@ def test_exit_code_table_lists_every_exit_code():
     cells = [line.split("|")[1].strip() for line in page.splitlines() if line.startswith("| ")]
     rows = {int(cell) for cell in cells if cell.isdigit()}
     assert rows == {int(code) for code in ExitCode}
+
+
+def test_command_line_page_lists_every_command():
+    from rltui.cli import build_parser
+
+    page = (DOCS / "command-line.md").read_text(encoding="utf-8")
+    commands = next(a for a in build_parser()._actions if a.dest == "command").choices
+    assert [c for c in commands if f"rltui {c}" not in page] == []

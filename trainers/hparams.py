@@ -59,10 +59,7 @@ class EnvId(Rule):
     def coerce(self, name: str, value: Any) -> str:
         if not isinstance(value, str):
             raise HParamError(f"{name}: expected a string, got {quote(value)}")
-        from trainers.suites import suite_of
-
-        if (value not in SUPPORTED_ENVS and not is_import_path(value) and not is_object_id(value)
-                and suite_of(value) is None):
+        if value not in SUPPORTED_ENVS and not is_import_path(value) and not is_object_id(value):
             by_lower = {env.lower(): env for env in SUPPORTED_ENVS}
             close = difflib.get_close_matches(value.lower(), list(by_lower), n=1, cutoff=0.5)
             hint = f"did you mean {by_lower[close[0]]!r}? " if close else ""
