@@ -53,10 +53,14 @@ def make_config(env: Any = None, *, preset: bool = True, **keys: Any) -> RunConf
             raise ApiError(str(err)) from None
     if env is not None:
         keys["env"] = env
+    from rltui.loggers import check_loggers
+
     try:
-        return build_config({}, keys, use_preset=preset)
+        config = build_config({}, keys, use_preset=preset)
+        check_loggers(config.loggers)  # as `rltui launch` does: a missing library is refused up front
     except ConfigError as err:
         raise ApiError(str(err)) from None
+    return config
 
 
 def train(

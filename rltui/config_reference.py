@@ -71,7 +71,9 @@ class KeyRow(NamedTuple):
 
 
 def toml_value(value: Any) -> str:
-    """A default as it is written in a TOML file."""
+    """A default as it is written in a TOML file (unset: TOML has no null)."""
+    if value is None:
+        return "unset"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (tuple, list)):
@@ -97,8 +99,9 @@ def render_markdown() -> str:
     """The whole page, ending in one newline."""
     table = ["| key | default | allowed | changes | meaning |", "|---|---|---|---|---|"]
     for row in rows():
+        default = "unset" if row.default == "unset" else f"`{_cell(row.default)}`"
         table.append(
-            f"| `{row.name}` | `{_cell(row.default)}` | {_cell(row.allowed)} | {_WHEN[row.when]} | {_cell(row.meaning)} |"
+            f"| `{row.name}` | {default} | {_cell(row.allowed)} | {_WHEN[row.when]} | {_cell(row.meaning)} |"
         )
     return "\n".join([_INTRO, "## Keys", "", *table, "", _OUTRO]).rstrip("\n") + "\n"
 
