@@ -115,6 +115,14 @@ def _fmt_eta(seconds: float | None) -> str:
     return fmt_duration(seconds, hours=True)
 
 
+def continue_line(run_dir: Path | str, env_steps: int, reached_total: bool) -> str:
+    """How to train on from where a run ended: a finished run needs a larger total."""
+    resume = f"rltui launch --resume {shlex.quote(str(run_dir))}"
+    if reached_total:
+        return f"To train on: {resume} --set total_timesteps={2 * max(env_steps, 1)}"
+    return f"To go on: {resume}"
+
+
 def summary_line(verb: str, updates: int, env_steps: int, latest_return: str) -> str:
     """How a run that ended is summed up, here and by the dashboard on exit;
     `latest_return` as `return_text` gives it."""
@@ -268,6 +276,9 @@ def run_headless(
         if peer_label and code == ExitCode.OK:
             console.print(Text(f"{peer_label}: parameters sha256 {session.backend.params_digest()}"))
         console.print(Text(f"Run files: {run_dir}" if run_dir else f"{peer_label}: run files are written by process 0"))
+        if run_dir and code in (ExitCode.OK, ExitCode.DIVERGED) and session.updates_done > session.start_update:
+            reached = session.updates_done >= session.total_updates
+            console.print(Text(continue_line(run_dir, session.env_steps, reached), style="dim"))
         return code
 
     failure = session.checkpoint_failure

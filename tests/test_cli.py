@@ -206,6 +206,8 @@ def test_tiny_run_succeeds(tiny_run):
     assert "Finished after 16 updates" in result.stderr
     # (joined: wrapping of long paths has its own test below)
     assert "Run files" in result.stderr and str(run_dir) in result.stderr.replace("\n", "")
+    # how to train on: a finished run needs a larger total
+    assert "To train on: rltui launch --resume" in result.stderr and "total_timesteps=" in result.stderr
     assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints", "config.toml", "events.jsonl", "metrics.jsonl", "rltui.lock"]
     assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["checkpoint-000000016.msgpack"]
     assert not (cwd / "runs").exists()

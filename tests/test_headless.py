@@ -139,3 +139,11 @@ def test_display_whose_output_goes_away_goes_quiet_and_says_so_once():
         listener.on_metrics(snapshot(update, sps=100.0))
     listener.console.print("the last line")
     assert closed == [1] and output.closed_output
+
+
+def test_the_last_lines_say_how_to_train_on():
+    from rltui.headless import continue_line
+
+    assert continue_line("runs/a b", 500_224, True) == (
+        "To train on: rltui launch --resume 'runs/a b' --set total_timesteps=1000448")
+    assert continue_line("runs/x", 1_000, False) == "To go on: rltui launch --resume runs/x"

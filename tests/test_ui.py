@@ -857,3 +857,21 @@ def test_the_footer_shows_the_keys_before_the_app_has_the_focus(tmp_path):
         assert "Pause" not in shown(app)
 
     run_scenario(fake, tmp_path, scenario)
+
+
+def test_a_finished_run_says_how_to_train_on(tmp_path):
+    fake = FakeSession(total_updates=10)
+    app = DashboardApp(fake, RunConfig(), tmp_path, device_source=fixed_device_stats(), chart_interval=0,
+                       refresh_interval=0, user_theme_dir=tmp_path / "no-user-themes")
+
+    async def main():
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            await until(pilot, lambda: fake.started)
+            fake.on_thread(fake.advance, 10)
+            await until(pilot, lambda: "update 10/" in progress_text(app))
+            fake.on_thread(fake.set_state, SessionState.FINISHED)
+            await until(pilot, lambda: any("To train on: rltui launch --resume" in n for n in notes(app)))
+            (note,) = [n for n in notes(app) if "To train on" in n]
+            assert f"--set total_timesteps={2 * 10 * fake.steps_per_update}" in note
+
+    asyncio.run(main())

@@ -23,6 +23,7 @@ from textual.message import Message
 from textual.screen import Screen
 
 from rltui.config import RunConfig
+from rltui.headless import continue_line
 from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
 from rltui.session.commands import Rollback
 from rltui.session.devices import DeviceSampler, DeviceStatsSource
@@ -240,7 +241,10 @@ class DashboardApp(App[None]):
             self.notify(message.message or "training failed", title="training error", severity="error", timeout=30)
         elif state is SessionState.FINISHED:
             leave = "close this dashboard" if self.attached else "quit"
-            self.notify(f"Training has ended. Press q to {leave}.", title="finished", timeout=10)
+            latest = self.latest
+            hint = "" if latest is None else "\n" + continue_line(
+                self.run_dir, latest.env_steps, latest.update >= latest.total_updates)
+            self.notify(f"Training has ended. Press q to {leave}.{hint}", title="finished", timeout=20)
 
     def on_session_event_logged(self, message: SessionEventLogged) -> None:
         if self._hold_until_ready(message):
