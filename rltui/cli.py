@@ -149,10 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--port", type=int, default=8000, help="TCP port to listen on (default 8000)")
     serve.add_argument("--theme", metavar="NAME", help="dashboard theme (default rltui-dark)")
-    from rltui import compare, export
+    from rltui import compare, export, runs_view
 
     export.add_parser(sub)
     compare.add_parser(sub)
+    runs_view.add_parser(sub)
     return parser
 
 
@@ -267,6 +268,10 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: l
         from rltui import inspect_checkpoint
 
         return inspect_checkpoint.cmd_eval(args) if args.command == "eval" else inspect_checkpoint.cmd_info(args)
+    if args.command == "runs":
+        from rltui.runs_view import cmd_runs
+
+        return cmd_runs(args)
     if args.command in ("export", "compare"):
         from rltui import compare, export
 
