@@ -310,8 +310,13 @@ def test_runs_on_an_unreadable_directory_is_one_line(tmp_path, capsys, monkeypat
 
 
 def test_snapshot_with_an_overlay(snap_compare, runs_dir, tmp_path, monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
+    import datetime
+
+    from rltui.ui.screens import runs as screen_module
+
+    utc = datetime.timezone.utc  # the 'started' column in one time zone on every machine
+    monkeypatch.setattr(screen_module, "_started",
+                        lambda stamp: datetime.datetime.fromtimestamp(stamp, utc).strftime("%m-%d %H:%M"))
     for path in runs_dir.iterdir():  # fixed 'started' times for a picture that does not move
         for name in ("config.toml", "metrics.jsonl"):
             os.utime(path / name, (1_760_000_000, 1_760_000_000))
