@@ -1,5 +1,6 @@
 """`rltui watch PATH`: a saved policy playing episodes, drawn in the terminal (or recorded
-to an animated SVG with --record), without training.
+to an animated SVG with --record), without training; and the same view inside the training
+dashboard (`live_player`), where each new episode takes the run's latest parameters.
 
 The policy runs one env on the host's first device, one compiled step per frame; the
 picture is drawn from the env state on the host (rltui.render), so a frame costs one small
@@ -42,16 +43,103 @@ class Episode:
     last: StepView | None = None
 
 
-class Player:
-    """A checkpoint's policy acting in one env, step by step. `greedy` picks the most
-    probable action (the mean, continuous); otherwise actions are sampled."""
+class PolicyMismatch(ValueError):
+    """Parameters that do not fit the network this config builds; the text says which."""
 
-    def __init__(self, config, restored, seed: int = 0, greedy: bool = True):
+
+def acting_template(config, parallel):
+    """The shapes and dtypes of (params, obs_stats) for `config` on `parallel` (one
+    device), traced without running anything: a leading seed axis with several seeds."""
+    import jax
+
+    from trainers.hparams import DynamicHParams
+
+    def init_one(key):  # one agent, on the one device: drop the device axis
+        state = parallel._init(parallel._device_index, key, DynamicHParams.create())
+        return jax.tree.map(lambda x: x[0], (state.params, state.obs_stats))
+
+    acting = jax.eval_shape(init_one, jax.random.PRNGKey(0))
+    if config.num_seeds > 1:
+        acting = jax.tree.map(lambda x: jax.ShapeDtypeStruct((config.num_seeds, *x.shape), x.dtype), acting)
+    return acting
+
+
+def adopt_params(template, params, obs_stats):
+    """(params, obs_stats) in the structure of `template` (from `acting_template`), as
+    NumPy arrays of its dtypes: parameters copied in this process, or the flax state dicts
+    that came over the control socket (data from outside: every leaf is checked)."""
+    import jax
+    from flax import serialization
+
+    state = {"params": serialization.to_state_dict(params), "obs_stats": serialization.to_state_dict(obs_stats)}
+    target = {"params": template[0], "obs_stats": template[1]}
+    try:
+        restored = serialization.from_state_dict(target, state)
+    except (KeyError, ValueError, TypeError) as err:
+        raise PolicyMismatch(f"the parameters do not fit this run's network ({err})") from None
+    want, got = jax.tree.leaves(target), jax.tree.leaves(restored)
+    if len(want) != len(got) or jax.tree.structure(target) != jax.tree.structure(restored):
+        raise PolicyMismatch("the parameters do not fit this run's network (a different structure)")
+    checked = []
+    for spec, leaf in zip(want, got, strict=True):
+        array = np.asarray(leaf)
+        if array.shape != tuple(spec.shape) or not np.issubdtype(array.dtype, np.number):
+            raise PolicyMismatch(f"the parameters do not fit this run's network (an array of shape {array.shape} "
+                                 f"where {tuple(spec.shape)} belongs)")
+        checked.append(array.astype(spec.dtype, copy=False))
+    restored = jax.tree.unflatten(jax.tree.structure(target), checked)
+    return restored["params"], restored["obs_stats"]
+
+
+class LivePolicy:
+    """A training run's latest parameters for a Player, through its session's
+    `request_params`: a copy is asked for as an episode ends and taken as the next begins
+    (waiting at most `wait` seconds for it, else the episode plays the previous ones)."""
+
+    def __init__(self, session, wait: float = 1.0):
+        self.session = session
+        self.wait = wait
+        self._future = None
+        self.problem: str | None = None  # why the latest request failed
+
+    def ask(self) -> None:
+        if self._future is None:
+            self._future = self.session.request_params()
+
+    def take(self, wait: float | None = None):
+        """The snapshot asked for, or None (none asked for, not there within `wait`
+        seconds, or failed)."""
+        import concurrent.futures
+
+        if self._future is None:
+            return None
+        try:
+            snapshot = self._future.result(timeout=self.wait if wait is None else wait)
+        except concurrent.futures.TimeoutError:
+            return None  # still coming: the next episode takes it
+        except Exception as err:  # noqa: BLE001 - ParamsUnavailable, or a lost connection
+            self._future = None
+            self.problem = str(err)
+            return None
+        self._future = None
+        self.problem = None
+        return snapshot
+
+
+class Player:
+    """A policy acting in one env, step by step. `greedy` picks the most probable action
+    (the mean, continuous); otherwise actions are sampled. `acting` is (params, obs_stats)
+    as the trainer holds them; with `live` (a LivePolicy) each new episode takes the run's
+    latest parameters."""
+
+    def __init__(self, config, acting, seed: int = 0, greedy: bool = True, live: LivePolicy | None = None,
+                 policy_update: int | None = None, parallel=None, template=None):
         import jax
 
         from trainers.parallel import build
 
-        parallel = build(config.static_config(), jax.local_devices()[:1])
+        if parallel is None:
+            parallel = build(config.static_config(), jax.local_devices()[:1])
         self.trainer = trainer = parallel.trainer
         self.spec = trainer.spec
         self.env_id = config.env
@@ -60,7 +148,12 @@ class Player:
         self.greedy = greedy
         self.seed = seed
         self.episode_count = 0
-        self._acting_all = (restored.params, restored.obs_stats)
+        self._acting_all = acting
+        self.live = live
+        self.policy_update = policy_update  # the update whose parameters play (live)
+        if live is not None and template is None:
+            template = acting_template(config, parallel)
+        self._template = template
         self.renderer = renderer_for(config.env, self.spec.env, self.spec.params, self.spec.obs_shape)
         self._reset = jax.jit(self._reset_fn)
         self._step = jax.jit(self._step_fn, static_argnames=("greedy",))
@@ -108,6 +201,8 @@ class Player:
     def new_episode(self) -> None:
         import jax
 
+        if self.live is not None:
+            self._take_latest()
         base = jax.random.fold_in(jax.random.PRNGKey(self.seed), self.episode_count)
         self._key, reset_key = jax.random.split(base)
         self._obs, self._state = self._reset(reset_key)
@@ -135,7 +230,20 @@ class Player:
         self.episode.ret += view.reward
         self.episode.done = view.done
         self.episode.last = view
+        if view.done and self.live is not None:
+            self.live.ask()  # copied at the next chunk boundary, while this frame shows
         return view
+
+    def _take_latest(self) -> None:
+        snapshot = self.live.take()
+        if snapshot is None or snapshot.update == self.policy_update:
+            return
+        try:
+            self._acting_all = adopt_params(self._template, snapshot.params, snapshot.obs_stats)
+        except PolicyMismatch as err:
+            self.live.problem = str(err)
+            return
+        self.policy_update = snapshot.update
 
     def frame(self, size: Size) -> tuple[Frame, str | None]:
         import jax
@@ -158,6 +266,10 @@ def describe_step(player: Player) -> Text:
     text = Text()
     text.append(f"{player.env_id}  {player.seed_label}\n", style="bold")
     text.append(f"mode    {'greedy' if player.greedy else 'sampled'}\n")
+    if player.live is not None:
+        text.append(f"policy  update {player.policy_update}\n")
+        if player.live.problem:
+            text.append(f"{player.live.problem}\n", style="yellow")
     text.append(f"episode {player.episode_count}  step {ep.step}\n")
     if view is None:
         text.append("(no step yet)\n", style="dim")
@@ -317,7 +429,59 @@ def load_player(args) -> Player:
         restored, _ = checkpoint.decode(data, template)
     except CheckpointError as err:
         raise UsageError(str(err)) from None
-    return Player(config, restored, seed=args.seed, greedy=not args.sample)
+    return Player(config, (restored.params, restored.obs_stats), seed=args.seed, greedy=not args.sample,
+                  parallel=parallel)
+
+
+def live_imports(config) -> str | None:
+    """The env module watching `config` imports (an import-path env), or None."""
+    from trainers.env_import import is_import_path
+
+    return config.env.split(":", 1)[0] if is_import_path(config.env) else None
+
+
+def prepare_jax(on_cpu: bool) -> None:
+    """Before this process first imports JAX (an attached dashboard has not): the compile
+    cache, and with `on_cpu` the CPU only, so that a client beside a GPU run takes none
+    of the GPU's memory. A process that already uses JAX keeps its settings."""
+    import os
+
+    if "jax" in sys.modules:
+        return
+    if on_cpu:
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    from rltui import runtime
+
+    runtime.configure_jax(host_devices=0, compile_cache=True)
+
+
+def live_player(config, session, seed: int = 0, cancelled=lambda: False, on_cpu: bool = False) -> Player | None:
+    """A Player on `config`'s env, playing `session`'s latest parameters (each new episode
+    takes the newest copy). Blocks until the first copy comes (a run still compiling has
+    none yet), or returns None once `cancelled()`: call it from a worker thread.
+    PolicyMismatch or ParamsUnavailable if the parameters cannot be played. `on_cpu`: see
+    `prepare_jax` (an attached client)."""
+    prepare_jax(on_cpu)
+    import jax
+
+    from rltui.session.interface import ParamsUnavailable
+    from trainers.parallel import build
+
+    parallel = build(config.static_config(), jax.local_devices()[:1])
+    template = acting_template(config, parallel)
+    live = LivePolicy(session)
+    live.ask()
+    snapshot = None
+    while snapshot is None:
+        if cancelled():
+            return None
+        snapshot = live.take(wait=0.2)
+        if snapshot is None and live.problem is not None:
+            raise ParamsUnavailable(live.problem)
+    acting = adopt_params(template, snapshot.params, snapshot.obs_stats)
+    return Player(config, acting, seed=seed, live=live, policy_update=snapshot.update, parallel=parallel,
+                  template=template)
 
 
 def cmd_watch(args) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import queue
 import threading
+from concurrent.futures import Future
 from types import MappingProxyType
 
 from rltui.session import (
@@ -29,6 +30,7 @@ from rltui.session import (
 )
 from rltui.session.commands import Rollback
 from rltui.session.devices import DeviceStats, FixedDeviceStats, GpuStats, JaxDeviceStats
+from rltui.session.interface import ParamsSnapshot, ParamsUnavailable
 from rltui.session.metrics import TRAINER_METRICS, MetricsStore
 from trainers.hparams import DynamicHParams
 
@@ -86,6 +88,10 @@ class FakeSession:
         self._ended = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="fake-session", daemon=True)
         self.started = False
+        # What request_params hands out: (params, obs_stats) of a real network, set by a
+        # test that watches the policy; None answers ParamsUnavailable.
+        self.acting = None
+        self.params_requests = 0
 
     # --- the client API the dashboard uses -------------------------------------------
     def add_listener(self, listener) -> None:
@@ -104,6 +110,16 @@ class FakeSession:
 
     def stop(self) -> None:
         self.submit(Stop())
+
+    def request_params(self) -> Future:
+        """Answered at once (the fake has no chunks), with the current update."""
+        self.params_requests += 1
+        future: Future = Future()
+        if self.acting is None:
+            future.set_exception(ParamsUnavailable("this fake session has no parameters"))
+        else:
+            future.set_result(ParamsSnapshot(self._update, *self.acting))
+        return future
 
     def join(self, timeout: float | None = None) -> bool:
         return self._ended.wait(timeout)

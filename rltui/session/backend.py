@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -115,6 +116,15 @@ class JaxBackend:
         for leaf in jax.tree.leaves(jax.device_get(self._state.params)):
             digest.update(np.ascontiguousarray(np.asarray(leaf)[0]).tobytes())
         return digest.hexdigest()
+
+    def acting_params(self):
+        """The acting parameters and observation statistics (one replica) as host NumPy
+        copies, for the watch view. The session thread calls it between chunks: the chunk
+        donates the state's buffers, and on CPU `device_get` may alias them."""
+        import jax
+
+        acting = (self._state.params, self._state.obs_stats)
+        return jax.tree.map(lambda x: np.array(np.asarray(x)[0], copy=True), jax.device_get(acting))
 
     @property
     def train_state(self):

@@ -16,6 +16,11 @@ line saying so). Messages are encoded once and shared by every client; a client 
 reads slowly is owed snapshots merged into one (the latest scalars and the records it has
 not seen), never a backlog of them, and one that stops reading while events and replies
 pile up past `MAX_QUEUED` bytes is disconnected (it can attach again and catch up).
+
+The policy's parameters (for a client's watch view) go only on request: the session copies
+them at a chunk boundary (one copy for every request at that boundary), this thread
+encodes them once per copy, and each client is sent them a piece at a time, as fast as it
+reads, one request at a time; requests are rate-limited for all clients together.
 """
 
 from __future__ import annotations
@@ -67,6 +72,10 @@ COMMAND_BURST = 50  # commands at once before COMMANDS_PER_SECOND applies
 # Work done for one client or the listener per turn of the loop: small turns keep the CPU
 # budget fine-grained and let every client have its turn.
 LINES_PER_TURN = 32
+PARAMS_PER_SECOND = 2.0  # parameters requests taken, all clients together
+PARAMS_BURST = 4
+# Distinct parameter blobs being sent at once (clients reading an older copy slowly keep it).
+MAX_PARAMS_IN_FLIGHT = 4 * protocol.MAX_PARAMS_BYTES
 ACCEPTS_PER_TURN = 16
 _LISTEN, _WAKE = "listen", "wake"
 
@@ -116,6 +125,18 @@ class _Owed:
 
 
 @dataclasses.dataclass(eq=False)
+class _Blob:
+    """The policy's parameters owed to one client: its pieces (shared by every client sent
+    the same copy) go out one message at a time, as it reads."""
+
+    request_id: Any
+    update: int
+    pieces: list[str]
+    size: int
+    sent: int = 0
+
+
+@dataclasses.dataclass(eq=False)
 class _Client:
     sock: socket.socket
     inbox: bytearray = dataclasses.field(default_factory=bytearray)
@@ -126,6 +147,7 @@ class _Client:
     owed: _Owed | None = None  # the _Owed in `queue` that later snapshots merge into
     events: int = selectors.EVENT_READ
     closing: bool = False  # answered a fatal error: close once the queue is sent
+    params_pending: bool = False  # a parameters request of its is being answered
 
     @property
     def pending(self) -> bool:
@@ -187,6 +209,8 @@ class ControlServer(SessionListener):
         self._cpu_credit, self._cpu_mark = cpu_burst, (0.0, 0.0)
         self._command_tokens = _Allowance(commands_per_second, command_burst)
         self._accept_tokens = _Allowance(accepts_per_second, accept_burst)
+        self._params_tokens = _Allowance(PARAMS_PER_SECOND, PARAMS_BURST)
+        self._params_encoded: tuple[Any, list[str], int] | None = None  # (snapshot, pieces, bytes)
         self._listen_paused_until: float | None = None  # out of accepts: the listener is off the selector
         self.last_internal_error: str | None = None  # a bug that cost one message or client, not the server
 
@@ -423,7 +447,7 @@ class ControlServer(SessionListener):
             line = bytes(client.inbox[:end])
             del client.inbox[: end + 1]
             if line.strip():
-                self._queue(client, protocol.encode(self._answer(line)))
+                self._queue(client, protocol.encode(self._answer(line, client)))
         else:
             if b"\n" in client.inbox and client in self._clients:
                 self._lines_waiting.add(client)
@@ -435,7 +459,7 @@ class ControlServer(SessionListener):
             client.closing = True  # cannot find the next message boundary: answer, then close
             self._send(client)
 
-    def _answer(self, line: bytes) -> dict[str, Any]:
+    def _answer(self, line: bytes, client: _Client | None = None) -> dict[str, Any]:
         """The reply to one line. Nothing a client sends may end the server: what the
         protocol refuses is an error, and so is anything unforeseen."""
         request_id = None
@@ -444,6 +468,9 @@ class ControlServer(SessionListener):
             request_id = request.id
             if request.kind == "hello":
                 return {"type": "ok", "id": request_id, "protocol": protocol.PROTOCOL_VERSION}
+            if request.kind == "params":
+                self._request_params(client, request_id)
+                return {"type": "ok", "id": request_id, "request": "params"}
             self._submit(request.command)
             return {"type": "ok", "id": request_id, "command": protocol.command_name(request.command)}
         except ProtocolError as err:
@@ -466,6 +493,42 @@ class ControlServer(SessionListener):
                 f"too many commands (more than {self._command_tokens.rate:g} a second); this one was not applied")
         self.session.submit(command)
 
+    def _request_params(self, client: _Client | None, request_id: Any) -> None:
+        """Ask the session for a copy; `_send_params` answers once it is there."""
+        if client is None:
+            raise ProtocolError("params: no client to answer")
+        if client.params_pending:
+            raise ProtocolError("params: the previous parameters request is still being answered")
+        if not self._params_tokens.take():
+            raise ProtocolError(
+                f"too many parameters requests (more than {self._params_tokens.rate:g} a second, all clients "
+                "together); try again")
+        client.params_pending = True
+        future = self.session.request_params()
+        # Called on the session thread (or here, if already answered): post and wake only.
+        future.add_done_callback(lambda done: self._post("params", (client, request_id, done)))
+
+    def _send_params(self, client: _Client, request_id: Any, future) -> None:
+        if client not in self._clients:
+            return
+        try:
+            snapshot = future.result()
+            encoded = self._params_encoded
+            if encoded is None or encoded[0] is not snapshot:
+                blob = protocol.params_blob(snapshot.params, snapshot.obs_stats)
+                encoded = self._params_encoded = (snapshot, protocol.params_pieces(blob), len(blob))
+            _, pieces, size = encoded
+            in_flight = {id(item.pieces): item.size for other in self._clients for item in other.queue
+                         if isinstance(item, _Blob)}
+            if id(pieces) not in in_flight and sum(in_flight.values()) + size > MAX_PARAMS_IN_FLIGHT:
+                raise ProtocolError("params: the run is busy sending parameters to other clients; try again")
+        except Exception as err:  # noqa: BLE001 - ParamsUnavailable, ParamsTooLarge, ...: that client is told
+            client.params_pending = False
+            self._queue(client, protocol.encode(protocol.error_message(str(err) or type(err).__name__, request_id)))
+            return
+        client.queue.append(_Blob(request_id, snapshot.update, pieces, size))
+        self._send(client)
+
     def _drain_inbox(self) -> None:
         while self._inbox:
             kind, payload = self._inbox.popleft()
@@ -475,6 +538,9 @@ class ControlServer(SessionListener):
                 self.last_internal_error = repr(err)[:200]
 
     def _publish(self, kind: str, payload: Any) -> None:
+        if kind == "params":
+            self._send_params(*payload)
+            return
         if kind == "metrics":
             head = protocol.snapshot_head(payload)
             records = [protocol.encode_record(record) for record in payload.new_records]
@@ -531,6 +597,14 @@ class ControlServer(SessionListener):
             client.queue.popleft()
             client.queued -= len(item)
             return item
+        if isinstance(item, _Blob):
+            data = protocol.encode(protocol.params_message(item.request_id, item.update, item.sent, item.pieces,
+                                                           item.size))
+            item.sent += 1
+            if item.sent == len(item.pieces):
+                client.queue.popleft()
+                client.params_pending = False
+            return data
         count = min(self.records_per_message, len(item.records))
         piece = [item.records.popleft() for _ in range(count)]
         if not item.records:

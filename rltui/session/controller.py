@@ -15,6 +15,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from types import MappingProxyType
 
@@ -24,6 +25,7 @@ from rltui.session.commands import Command, Pause, Resume, Rollback, SaveCheckpo
 from rltui.session.distributed import BoundarySync, LocalSync
 from rltui.session.evaluation import EvalResult, EvaluationPolicy, Evaluator
 from rltui.session.events import SessionEvent, SessionState
+from rltui.session.interface import ParamsSnapshot, ParamsUnavailable
 from rltui.session.metrics import TRAINER_METRICS, MetricsSnapshot, MetricsStore, UpdateRecord, load_run_history
 from trainers.hparams import DynamicHParams, HParamError, check_changes
 
@@ -44,6 +46,11 @@ class SessionListener:
 
     def on_event(self, event: SessionEvent) -> None:
         pass
+
+
+class _WakeUp:
+    """Queued after a parameters request so that a paused session (which waits on its
+    command queue) serves it at once; applying it does nothing."""
 
 
 class ListenerFailed(Exception):
@@ -134,6 +141,13 @@ class TrainingSession:
         self._evaluator = evaluator
         self.best_eval_return: float | None = None  # of checkpoints/best.msgpack, once there is one
         self.target_reached = False  # stop_at_eval_return was reached
+        # Parameters requests (the watch view), served by the session thread between
+        # chunks; once it has ended, from the copy it took last.
+        self._params_lock = threading.Lock()
+        self._params_requests: list[Future] = []
+        self._params_closed = False
+        self._params_version = 0  # changes when a checkpoint replaces the state
+        self._params_copy: tuple[tuple[int, int], ParamsSnapshot] | None = None
 
     # --- client API (any thread) -------------------------------------------------------
     def load_history(self, metrics_path: Path, last_update: int | None = None) -> int:
@@ -158,6 +172,20 @@ class TrainingSession:
 
     def stop(self) -> None:
         self.submit(Stop())
+
+    def request_params(self) -> Future:
+        """The latest parameters as host arrays (a `ParamsSnapshot`), copied by the session
+        thread at its next chunk boundary: the UI never touches the trainer, and nothing
+        syncs inside a chunk. Never blocks; requests at one boundary share one copy."""
+        future: Future = Future()
+        with self._params_lock:
+            if not self._params_closed:
+                self._params_requests.append(future)
+                if not self._sync.distributed:  # a paused multi-process run wakes every heartbeat
+                    self._commands.put(_WakeUp())
+                return future
+        self._answer_params([future])  # the session has ended: its last copy
+        return future
 
     def warn(self, message: str) -> None:
         """Log a warning event from any thread; the session thread writes it at the next
@@ -202,6 +230,7 @@ class TrainingSession:
         except BaseException as exc:  # noqa: BLE001 - nothing may end this thread unreported
             self._fail(exc)
         finally:
+            self._close_params()
             self._ended.set()
 
     def _train(self) -> None:
@@ -422,6 +451,7 @@ class TrainingSession:
     def _restore(self, data: bytes, verb: str) -> None:
         before = self._updates_done
         metadata = self.backend.restore_checkpoint(data)
+        self._params_version += 1
         self._updates_done = int(metadata["update"])
         self._edits = list(metadata.get("edits", []))
         if verb == "resumed":
@@ -450,6 +480,57 @@ class TrainingSession:
         self.nonfinite = False
         self._publish()  # the new position, shown at once even while paused
 
+    # --- parameters for the watch view ----------------------------------------------------
+    def _serve_params(self) -> None:
+        with self._params_lock:
+            waiting, self._params_requests = self._params_requests, []
+        if waiting:
+            self._answer_params(waiting)
+
+    def _answer_params(self, futures: list[Future]) -> None:
+        try:
+            snapshot = self._params_snapshot()
+        except Exception as err:  # noqa: BLE001 - the requester is told; training goes on
+            failure = ParamsUnavailable(f"the parameters could not be copied ({_describe(err)})")
+            for future in futures:
+                if future.set_running_or_notify_cancel():
+                    future.set_exception(failure)
+            return
+        for future in futures:
+            if future.set_running_or_notify_cancel():
+                future.set_result(snapshot)
+
+    def _params_snapshot(self) -> ParamsSnapshot:
+        """One host copy per state: requests while paused, or after the run, share it."""
+        key = (self._updates_done, self._params_version)
+        if self._params_copy is not None and self._params_copy[0] == key:
+            return self._params_copy[1]
+        if self._params_closed:
+            raise ParamsUnavailable("the run ended before its parameters could be copied")
+        acting = getattr(self.backend, "acting_params", None)
+        if acting is None:
+            raise ParamsUnavailable("this run's backend cannot hand out its parameters")
+        params, obs_stats = acting()
+        snapshot = ParamsSnapshot(update=self._updates_done, params=params, obs_stats=obs_stats)
+        self._params_copy = (key, snapshot)
+        return snapshot
+
+    def _close_params(self) -> None:
+        """As the session thread ends: answer what waits, and keep a last copy for later
+        requests (the state no longer changes). A run that never built has none."""
+        with self._params_lock:
+            waiting, self._params_requests = self._params_requests, []
+        try:
+            self._params_snapshot()
+        except Exception:  # noqa: BLE001 - later requests are told there is none
+            pass
+        with self._params_lock:
+            self._params_closed = True
+            waiting += self._params_requests
+            self._params_requests = []
+        if waiting:
+            self._answer_params(waiting)
+
     def _next_chunk_size(self, count: int, seconds: float) -> int:
         """Size chunks from measured time so that one takes about `chunk_seconds`; grow at
         most 8x per chunk so a noisy first measurement cannot overshoot far."""
@@ -469,6 +550,7 @@ class TrainingSession:
             for command in boundary.commands:
                 if not self._apply_command(command):
                     return False
+            self._serve_params()
             if not boundary.commands and self.state is not SessionState.PAUSED:
                 return True
 

@@ -3,12 +3,27 @@ socket client `RemoteSession` both implement it, so one dashboard serves both.""
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
-
-from trainers.hparams import DynamicHParams
+from concurrent.futures import Future
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from rltui.session.commands import Command
 from rltui.session.events import SessionState
+from trainers.hparams import DynamicHParams
+
+
+class ParamsSnapshot(NamedTuple):
+    """The policy's parameters as host (NumPy) arrays, copied between two chunks: `params`
+    and `obs_stats` as the trainer holds them for one replica (a leading seed axis with
+    `num_seeds > 1`), or their flax state dicts when they came over the control socket."""
+
+    update: int  # the updates done when they were copied
+    params: Any
+    obs_stats: Any
+
+
+class ParamsUnavailable(RuntimeError):
+    """The parameters cannot be had (the run refused, the connection is gone); the text
+    says why, in one line."""
 
 
 @runtime_checkable
@@ -38,6 +53,12 @@ class SessionClient(Protocol):
     def start(self) -> None: ...
 
     def submit(self, command: Command) -> None: ...
+
+    def request_params(self) -> Future[ParamsSnapshot]:
+        """The latest parameters, copied by the session at its next chunk boundary (at once
+        while paused or once it has ended); never blocks. The future fails with
+        ParamsUnavailable when they cannot be had."""
+        ...
 
     def stop(self) -> None: ...
 

@@ -15,6 +15,7 @@ import os
 import socket
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -28,6 +29,7 @@ from rltui.session.control_paths import find_socket
 from rltui.session.controller import SessionListener
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.history import Curves
+from rltui.session.interface import ParamsSnapshot, ParamsUnavailable
 from rltui.session.metrics import MetricsSnapshot, MetricsStore
 from rltui.session.protocol import ProtocolError
 from trainers.hparams import DynamicHParams
@@ -105,6 +107,11 @@ class RemoteSession:
         self._events: collections.deque[SessionEvent] = collections.deque(maxlen=500)
         self._ended = threading.Event()
         self._detached = False
+        # Parameters requests waiting for their answer, by request id (the reader thread
+        # fills them in; a lost connection fails them).
+        self._params_lock = threading.Lock()
+        self._params_seq = 0
+        self._params: dict[str, tuple[Future, protocol.ParamsAssembly]] = {}
         if self._state.is_final:
             self._ended.set()
         self._thread = threading.Thread(target=self._read_loop, name="rltui-attach", daemon=True)
@@ -175,6 +182,52 @@ class RemoteSession:
     def stop(self) -> None:
         self.submit(Stop())
 
+    def request_params(self) -> Future:
+        """Ask the run for its latest parameters (sent in pieces, only on request); the
+        future holds state dicts (see ParamsSnapshot) or fails with ParamsUnavailable."""
+        future: Future = Future()
+        with self._params_lock:
+            self._params_seq += 1
+            request_id = f"params-{self._params_seq}"
+            self._params[request_id] = (future, protocol.ParamsAssembly())
+        try:
+            with self._send_lock:
+                self._sock.sendall(protocol.encode({"type": "params", "id": request_id}))
+        except OSError:
+            self._params_failed(request_id, "the connection to the run is gone")
+        return future
+
+    def _params_failed(self, request_id: Any, text: str) -> bool:
+        """Fail a waiting parameters request; False if `request_id` is none of them."""
+        with self._params_lock:
+            entry = self._params.pop(request_id, None) if isinstance(request_id, str) else None
+        if entry is None:
+            return False
+        if entry[0].set_running_or_notify_cancel():
+            entry[0].set_exception(ParamsUnavailable(text))
+        return True
+
+    def _on_params(self, message: dict[str, Any]) -> None:
+        request_id = message.get("id")
+        with self._params_lock:
+            entry = self._params.get(request_id) if isinstance(request_id, str) else None
+        if entry is None:
+            return
+        future, assembly = entry
+        try:
+            if not assembly.add(message):
+                return
+            state = assembly.restore()
+        except ProtocolError as err:
+            self._params_failed(request_id, f"the run sent unreadable parameters ({err})")
+            return
+        with self._params_lock:
+            self._params.pop(request_id, None)
+        update = message.get("update")
+        update = update if isinstance(update, int) and not isinstance(update, bool) else -1
+        if future.set_running_or_notify_cancel():
+            future.set_result(ParamsSnapshot(update, state["params"], state.get("obs_stats")))
+
     def join(self, timeout: float | None = None) -> bool:
         """True once the run has ended (or the connection to it is gone)."""
         return self._ended.wait(timeout)
@@ -215,8 +268,11 @@ class RemoteSession:
             self._on_state(protocol.parse_state(message["state"]), message.get("message"))
         elif kind == "event":
             self._on_event(protocol.event_from_message(message))
+        elif kind == "params":
+            self._on_params(message)
         elif kind == "error":
-            self._notify_refusal(str(message.get("error")))
+            if not self._params_failed(message.get("id"), f"the run refused: {message.get('error')}"):
+                self._notify_refusal(str(message.get("error")))
 
     def _on_snapshot(self, message: dict[str, Any]) -> None:
         records = tuple(protocol.record_from_json(r) for r in message.get("records", ()))
@@ -270,6 +326,10 @@ class RemoteSession:
                 listener.on_event(event)
 
     def _connection_closed(self) -> None:
+        with self._params_lock:
+            waiting = list(self._params)
+        for request_id in waiting:
+            self._params_failed(request_id, "the connection to the run is gone")
         with self._lock:
             if not self._detached and not self._state.is_final:
                 self._on_state(SessionState.ERROR, LOST)

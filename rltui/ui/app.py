@@ -47,6 +47,7 @@ STOP_TIMEOUT = 5.0
 # Seconds between a snapshot's arrival and drawing it (see on_metrics_updated).
 AFTER_CHUNK_DELAY = 0.05
 LIVE = (SessionState.IDLE, SessionState.COMPILING, SessionState.RUNNING, SessionState.PAUSED)
+WATCH_KEY = "a"  # the agent; "w" is the chart's smoothing
 
 
 class DashboardApp(App[None]):
@@ -56,6 +57,9 @@ class DashboardApp(App[None]):
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
         Binding("ctrl+q", "detach", "Detach", show=False, priority=True),
+        # On the App, so that it needs no dashboard change; the watch screen closes with it too.
+        Binding(WATCH_KEY, "watch", "Watch", tooltip="watch the policy play, live: each new episode takes "
+                "the latest parameters (space pause, n step, g greedy/sampled, s seed, +/- speed, q close)"),
     ]
 
     def __init__(
@@ -421,7 +425,28 @@ class DashboardApp(App[None]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen([b for b in self.dashboard.BINDINGS if self.applies(b.action)]))
+            keys = [*self.dashboard.BINDINGS, *(b for b in self.BINDINGS if b.show)]
+            self.push_screen(HelpScreen([b for b in keys if self.applies(b.action)]))
+
+    def action_watch(self) -> None:
+        """The watch view on the run's own env, playing its current parameters (copied by
+        the session at a chunk boundary, or sent by an attached run on request); stepped in
+        a worker thread, so neither the UI nor training waits for it."""
+        from rltui.ui.screens.watch import WatchScreen
+        from rltui.watch import live_imports, live_player
+
+        if isinstance(self.screen, WatchScreen):
+            return
+        config, session = self.config, self.session
+        module = live_imports(config)
+        if module is not None:
+            self.notify(f"watching imports the env module {module} (the run's env, {config.env}) into this process",
+                        title="watch", timeout=6)
+
+        def make_player(cancelled):
+            return live_player(config, session, cancelled=cancelled, on_cpu=self.attached)
+
+        self.push_screen(WatchScreen(make_player=make_player, title=f"{config.env}: the policy as it trains"))
 
     def action_detach(self) -> None:
         """Leave an attached run; it goes on (run_dashboard closes the connection)."""
@@ -486,4 +511,5 @@ class DashboardApp(App[None]):
         yield SystemCommand("Chart x axis", "Env steps or wall time (t)", self.dashboard.action_toggle_x_axis)
         yield SystemCommand("Next side panel", "Events, hyperparameters, devices on small screens (v)", self.action_cycle_side_panel)
         yield SystemCommand("Save SVG screenshot", f"Into the run directory {self.run_dir} (x)", self.action_save_svg)
+        yield SystemCommand("Watch the agent", f"The policy playing its env, live ({WATCH_KEY})", self.action_watch)
         yield SystemCommand("Help", "Keys and how the dashboard works (?)", self.action_help)

@@ -1,20 +1,38 @@
-"""The watch view: a policy playing, drawn frame by frame, with what it sees and decides."""
+"""The watch view: a policy playing, drawn frame by frame, with what it sees and decides.
+
+The env steps, and the picture is drawn, in a worker thread: the UI thread only puts the
+finished frame on screen, so keys and the rest of the app stay live however slow a step
+is. Keys set flags the worker reads; the worker alone touches the Player.
+"""
 
 from __future__ import annotations
 
+import collections
+import threading
+import time
+from collections.abc import Callable
+
+from rich.text import Text
+from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
+from textual.worker import get_current_worker
 
 from rltui.render import Size, too_small
 
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)  # frames per second
+LEGEND_ROWS = 2
+POLL_SECONDS = 0.2  # the worker looks at least this often whether it should stop
 
 
 class WatchScreen(Screen):
-    """`player` is an rltui.watch.Player. Plays until `episodes` episodes have ended (0:
+    """`player` is an rltui.watch.Player; or `make_player(cancelled)` builds one in the
+    worker (the dashboard's live view: it waits for the run's parameters) and returns None
+    if `cancelled()` became true meanwhile. Plays until `episodes` episodes have ended (0:
     forever), then holds the last frame."""
 
     DEFAULT_CSS = """
@@ -29,17 +47,43 @@ class WatchScreen(Screen):
         Binding("s", "next_seed", "seed"),
         Binding("plus,equals_sign", "faster", "faster"),
         Binding("minus", "slower", "slower"),
-        Binding("q,escape", "close", "close"),
+        Binding("q,escape,a", "close", "close"),  # a: the dashboard's key that opens it
     ]
 
-    def __init__(self, player, episodes: int = 0, speed: float = 15.0):
+    class FrameReady(Message):
+        def __init__(self, picture: Text | str, info: Text):
+            super().__init__()
+            self.picture, self.info = picture, info
+
+    class Failed(Message):
+        def __init__(self, text: str):
+            super().__init__()
+            self.text = text
+
+    def __init__(self, player=None, episodes: int = 0, speed: float = 15.0, *,
+                 make_player: Callable | None = None, title: str | None = None):
         super().__init__()
+        if player is None and make_player is None:
+            raise ValueError("WatchScreen needs a player or make_player")
         self.player = player
+        self.make_player = make_player
+        self.title_text = title
         self.episodes = episodes
         self.speed_index = min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - speed))
         self.paused = False
-        self.frames = 0
-        self._timer = None
+        self.frames = 0  # steps taken
+        self.shown = 0  # frames put on screen
+        self.failed: str | None = None
+        self._shown_at: collections.deque[float] = collections.deque(maxlen=64)
+        # Set by the UI thread, read by the worker.
+        self._wake_play = threading.Event()
+        self._stop_play = threading.Event()
+        self._frame_shown = threading.Event()  # the last frame is on screen: the worker may draw the next
+        self._frame_shown.set()
+        self._steps_asked = 0
+        self._seed_asked = False
+        self._frame_size = Size(60, 16)
+        self._measured_size = False
 
     def compose(self) -> ComposeResult:
         with Horizontal():
@@ -48,54 +92,139 @@ class WatchScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#watch-picture", Static).border_title = f"{self.player.env_id}: {self.player.renderer.name}"
-        self._restart_timer()
-        self.refresh_view()
+        picture = self.query_one("#watch-picture", Static)
+        picture.border_title = self.title_text or self._title()
+        if self.player is None:
+            picture.update(Text("waiting for the run's parameters (copied at the next chunk boundary)...",
+                                style="dim"))
+        self._play()
+
+    def on_resize(self) -> None:
+        self._measure()
+
+    def on_unmount(self) -> None:
+        self._stop_play.set()
+        self._wake_play.set()
+
+    def _title(self) -> str:
+        return f"{self.player.env_id}: {self.player.renderer.name}" if self.player is not None else "watch"
+
+    def _measure(self) -> None:
+        picture = self.query_one("#watch-picture", Static)
+        width, height = picture.content_size.width, picture.content_size.height
+        if width:
+            self._frame_size = Size(max(1, width), max(1, height - LEGEND_ROWS))
+            self._measured_size = True
+            self._wake_play.set()
 
     @property
     def fps(self) -> float:
         return SPEEDS[self.speed_index]
 
-    def _restart_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.stop()
-        self._timer = self.set_interval(1.0 / self.fps, self._tick)
+    @property
+    def measured_fps(self) -> float:
+        """Frames put on screen per second, over the recent ones."""
+        times = self._shown_at
+        if len(times) < 2 or times[-1] <= times[0]:
+            return 0.0
+        return (len(times) - 1) / (times[-1] - times[0])
 
     @property
     def finished(self) -> bool:
         player = self.player
-        return self.episodes > 0 and player.episode.done and player.episode_count >= self.episodes
+        return player is not None and self.episodes > 0 and player.episode.done and \
+            player.episode_count >= self.episodes
 
-    def _tick(self) -> None:
-        if self.paused or self.finished:
-            return
-        self.advance()
+    # --- the worker -------------------------------------------------------------------------
+    def _stopping(self) -> bool:
+        return self._stop_play.is_set() or get_current_worker().is_cancelled
 
-    def advance(self) -> None:
+    @work(thread=True, exclusive=True, group="watch", exit_on_error=False)
+    def _play(self) -> None:
+        if self.player is None:
+            try:
+                player = self.make_player(self._stopping)
+            except Exception as err:  # noqa: BLE001 - shown in the view; the app goes on
+                self.post_message(self.Failed(str(err) or type(err).__name__))
+                return
+            if player is None:
+                return
+            self.player = player
+        self._draw()
+        due = time.monotonic()
+        while not self._stopping():
+            playing = not self.paused and not self.finished
+            wait = POLL_SECONDS if not playing else min(POLL_SECONDS, max(0.0, due - time.monotonic()))
+            if self._wake_play.wait(wait):
+                self._wake_play.clear()
+            if self._stopping():
+                return
+            if not self._frame_shown.wait(POLL_SECONDS):
+                continue  # the UI has not shown the last frame yet: never queue frames up
+            acted = False
+            if self._seed_asked:
+                self._seed_asked = False
+                self.player.next_seed()
+                acted = True
+            if self._steps_asked:
+                self._steps_asked -= 1
+                self._advance()
+                acted = True
+            elif playing and time.monotonic() >= due:
+                self._advance()
+                acted = True
+                due = max(due + 1.0 / self.fps, time.monotonic() - 1.0 / self.fps)
+            if acted or self._redraw_asked:
+                self._draw()
+            if not playing:
+                due = time.monotonic()
+
+    _redraw_asked = False
+
+    def _advance(self) -> None:
         self.player.step()
         self.frames += 1
-        self.refresh_view()
 
-    def refresh_view(self) -> None:
+    def _draw(self) -> None:
         from rltui.watch import describe_step
 
-        picture = self.query_one("#watch-picture", Static)
-        size = Size(max(1, picture.content_size.width or 60), max(1, picture.content_size.height or 16))
-        legend_rows = 2
-        frame_size = Size(size.columns, max(1, size.rows - legend_rows))
-        problem = too_small(self.player.renderer, frame_size)
-        if problem is not None and picture.content_size.width:
-            picture.update(problem)
+        self._redraw_asked = False
+        player = self.player
+        size = self._frame_size
+        problem = too_small(player.renderer, size) if self._measured_size else None
+        if problem is not None:
+            picture: Text | str = problem
         else:
-            frame, failed = self.player.frame(frame_size)
-            text = frame.text()
+            frame, failed = player.frame(size)
+            picture = frame.text()
             if failed:
-                text.append(f"\n{failed}", style="yellow")
-            picture.update(text)
-        info = describe_step(self.player)
+                picture.append(f"\n{failed}", style="yellow")
+        info = describe_step(player)
         state = "paused" if self.paused else ("done" if self.finished else "playing")
         info.append(f"\n{state}, {self.fps:g} frames/s\n", style="dim")
-        self.query_one("#watch-info", Static).update(info)
+        self._frame_shown.clear()
+        self.post_message(self.FrameReady(picture, info))
+
+    # --- the UI thread ----------------------------------------------------------------------
+    def on_watch_screen_frame_ready(self, message: FrameReady) -> None:
+        self.query_one("#watch-picture", Static).update(message.picture)
+        self.query_one("#watch-info", Static).update(message.info)
+        if self.shown == 0:
+            self.query_one("#watch-picture", Static).border_title = self.title_text or self._title()
+        self.shown += 1
+        self._shown_at.append(time.monotonic())
+        self._frame_shown.set()
+
+    def on_watch_screen_failed(self, message: Failed) -> None:
+        self.failed = message.text
+        self.query_one("#watch-picture", Static).update(Text(f"cannot watch: {message.text}", style="yellow"))
+        self.notify(message.text, title="watch", severity="warning", timeout=8)
+
+    def refresh_view(self) -> None:
+        """Draw the current frame again (the worker draws it)."""
+        self._measure()
+        self._redraw_asked = True
+        self._wake_play.set()
 
     # --- keys -------------------------------------------------------------------------------
     def action_toggle_pause(self) -> None:
@@ -104,30 +233,34 @@ class WatchScreen(Screen):
 
     def action_step(self) -> None:
         self.paused = True
-        self.advance()
+        self._steps_asked += 1
+        self._wake_play.set()
 
     def action_toggle_greedy(self) -> None:
-        self.player.greedy = not self.player.greedy
-        self.refresh_view()
+        if self.player is not None:
+            self.player.greedy = not self.player.greedy  # read by the worker at its next step
+            self.refresh_view()
 
     def action_next_seed(self) -> None:
+        if self.player is None:
+            return
         if self.player.num_seeds > 1:
-            self.player.next_seed()
-            self.refresh_view()
+            self._seed_asked = True
+            self._wake_play.set()
         else:
             self.notify("this run trained one seed", timeout=2)
 
     def action_faster(self) -> None:
         self.speed_index = min(len(SPEEDS) - 1, self.speed_index + 1)
-        self._restart_timer()
         self.refresh_view()
 
     def action_slower(self) -> None:
         self.speed_index = max(0, self.speed_index - 1)
-        self._restart_timer()
         self.refresh_view()
 
     def action_close(self) -> None:
+        self._stop_play.set()
+        self._wake_play.set()
         if len(self.app.screen_stack) > 1 and not isinstance(self.app, WatchApp):
             self.app.pop_screen()
         else:
