@@ -121,9 +121,9 @@ def main() -> None:
     runtime.configure_jax(host_devices=config.devices, compile_cache=True)
     cpus = runtime.start_backend(runtime.resolve_cpu_threads(config))
     import jax
+    from harness import fmt, repeat
     from rich.console import Console
 
-    from harness import fmt, repeat
     from rltui.headless import ProgressListener
     from rltui.session import TrainingSession
     from rltui.session.backend import JaxBackend
@@ -196,7 +196,10 @@ def main() -> None:
         server.close()
 
     print()
-    print(f"SPS, no clients  {fmt(repeat(iter(quiet).__next__, len(quiet)))}  ({len(quiet)} windows of {args.seconds:g} s)")
+    print(
+        f"SPS, no clients  {fmt(repeat(iter(quiet).__next__, len(quiet)))}"
+        f"  ({len(quiet)} windows of {args.seconds:g} s)"
+    )
     print(f"SPS, storm       {fmt(repeat(iter(storm).__next__, len(storm)))}")
     print(f"ratio storm / no clients: median of rounds {statistics.median(ratios):.3f} "
           f"(rounds {', '.join(f'{r:.3f}' for r in ratios)}; target >= 0.95)")

@@ -228,7 +228,10 @@ def main() -> None:
         session.join(30)
 
     print()
-    print(f"(a) SPS headless  {statistics.median(headless):>10,.0f}  median of {len(headless)} windows of {args.seconds:g} s")
+    print(
+        f"(a) SPS headless  {statistics.median(headless):>10,.0f}"
+        f"  median of {len(headless)} windows of {args.seconds:g} s"
+    )
     print(f"    SPS dashboard {statistics.median(dashboard):>10,.0f}")
     print(f"    ratio dashboard/headless: median of rounds {statistics.median(ratios):.3f} "
           f"(rounds {', '.join(f'{r:.2f}' for r in ratios)}; target >= 0.95)")

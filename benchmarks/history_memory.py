@@ -17,8 +17,8 @@ import numpy as np
 
 sys.path.insert(0, "tests")
 
-from rltui.session.history import CurveBuffer  # noqa: E402
-from rltui.session.metrics import _columns  # noqa: E402
+from rltui.session.history import CurveBuffer
+from rltui.session.metrics import _columns
 
 
 def main() -> None:

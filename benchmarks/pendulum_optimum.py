@@ -96,8 +96,8 @@ def main(argv=None) -> None:
     import jax
     import jax.numpy as jnp
     import numpy as np
-
     from returns import EVAL_SEED
+
     from trainers.envs import make_env
     from trainers.evaluate import evaluate
 

@@ -39,7 +39,7 @@ def make_train(spec, num_envs: int, num_steps: int, num_updates: int, epochs: in
     env, env_params = spec.env, spec.params
     network = _ActorCritic(spec.num_actions)
     steps_per_anneal = epochs * minibatches
-    schedule = lambda count: lr * (1.0 - (count // steps_per_anneal) / num_updates)  # noqa: E731
+    schedule = lambda count: lr * (1.0 - (count // steps_per_anneal) / num_updates)
     optimizer = optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.adam(schedule, eps=1e-5))
     batch_size = num_envs * num_steps
 
@@ -66,7 +66,16 @@ def make_train(spec, num_envs: int, num_steps: int, num_updates: int, epochs: in
             jax.random.split(step_key, num_envs), env_state, action, env_params
         )
         done = jnp.logical_or(terminated, truncated)
-        transition = (obs, action, log_prob, value, reward, done, info["returned_episode_returns"], info["returned_episode"])
+        transition = (
+            obs,
+            action,
+            log_prob,
+            value,
+            reward,
+            done,
+            info["returned_episode_returns"],
+            info["returned_episode"],
+        )
         return (params, opt_state, env_state, next_obs, key), transition
 
     def advantages(values, rewards, dones, last_value):

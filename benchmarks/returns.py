@@ -101,9 +101,12 @@ def main(argv=None) -> None:
         steps = config.total_updates * config.steps_per_update
         print(f"| {env} | {steps / 1e6:.1f}M | {seconds:.0f} s ({args.seeds} seeds) | {sum(evals) / len(evals):.1f} "
               f"| {min(evals):.1f} | {sum(final) / len(final):.1f} | {reference} |", flush=True)
-        print(f"  per seed: eval {', '.join(f'{v:.1f}' for v in evals)}; sampled {', '.join(f'{v:.1f}' for v in sampled)}"
-              f" (mean {sum(sampled) / len(sampled):.1f}); train {', '.join(f'{v:.1f}' for v in final)}",
-              file=sys.stderr, flush=True)
+        print(
+            f"  per seed: eval {', '.join(f'{v:.1f}' for v in evals)}; sampled {', '.join(f'{v:.1f}' for v in sampled)}"
+            f" (mean {sum(sampled) / len(sampled):.1f}); train {', '.join(f'{v:.1f}' for v in final)}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

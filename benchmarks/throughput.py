@@ -73,9 +73,9 @@ def main() -> None:
     cpus = runtime.start_backend(runtime.resolve_cpu_threads(launch_config))
     import jax
     import numpy as np
-
     import reference_ppo
     from harness import fmt, repeat
+
     from rltui.session import TrainingSession
     from rltui.session.backend import JaxBackend
     from trainers.hparams import DynamicHParams, StaticConfig
@@ -209,7 +209,10 @@ def main() -> None:
         print(f"  (b) scan       {fmt(stats['scan'], ' SPS')}")
         print(f"  (c) rollout    {fmt(stats['rollout'], ' SPS')}")
         print(f"  (a)/(b) median {np.median(ratios):.3f}  (per run: {', '.join(f'{r:.3f}' for r in ratios)})")
-        print(f"  session host work {100 * np.median(host_share):.2f}% of its wall time (the rest is inside compiled chunks)")
+        print(
+            f"  session host work {100 * np.median(host_share):.2f}% of its wall time"
+            " (the rest is inside compiled chunks)"
+        )
         if reference is not None:
             versus = [b / d for b, d in zip(results["scan"], results["reference"])]
             print(f"  (d) reference  {fmt(stats['reference'], ' SPS')}  (its return, last 10 updates: "

@@ -54,7 +54,6 @@ def measurer(static, env_steps: float):
 
 def compare(name: str, baseline, variant, env_steps: float, repeats: int) -> None:
     import numpy as np
-
     from harness import fmt
 
     base, other = measurer(baseline, env_steps), measurer(variant, env_steps)
@@ -89,7 +88,9 @@ def main(argv=None) -> None:
         compare("precision: fp32 -> bf16, CartPole-v1, 4 envs x 128", fp32, bf16, args.env_steps, args.repeats)
     if args.only in (None, "seeds"):
         seeds = dataclasses.replace(fp32, num_seeds=8)
-        compare("seeds: 1 -> 8 seeds x 4 envs x 128, CartPole-v1 (total SPS)", fp32, seeds, args.env_steps, args.repeats)
+        compare(
+            "seeds: 1 -> 8 seeds x 4 envs x 128, CartPole-v1 (total SPS)", fp32, seeds, args.env_steps, args.repeats
+        )
 
 
 if __name__ == "__main__":

@@ -9,14 +9,14 @@ import socket
 import sys
 from pathlib import Path
 
-EXIT_USAGE = 2
+from rltui.errors import report
+
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 SERVE_HINT = 'rltui serve needs textual-serve: pip install "rltui[serve]" (or: pip install textual-serve)'
 
 
 def _error(message: str) -> int:
-    print(f"rltui: error: {message}", file=sys.stderr)
-    return EXIT_USAGE
+    return report(message)
 
 
 def _in_a_browser() -> bool:

@@ -17,8 +17,9 @@ import difflib
 import functools
 import os
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from rltui.errors import UsageError
 from trainers.env_import import env_id_with_kwargs, is_import_path
@@ -168,10 +169,16 @@ class DerivedLimit(NamedTuple):
 DERIVED_LIMITS = (
     # Batch indices and the update counter are int32 inside the trainer.
     DerivedLimit("num_envs", "num_envs x num_steps (env steps per update)", lambda c: c.steps_per_update, INT32_MAX),
-    DerivedLimit("total_timesteps", "the number of updates (total_timesteps / env steps per update)",
-                 lambda c: c.total_updates, INT32_MAX),
+    DerivedLimit(
+        "total_timesteps",
+        "the number of updates (total_timesteps / env steps per update)",
+        lambda c: c.total_updates,
+        INT32_MAX,
+    ),
     # Agent i of a many-seeds run starts from seed + i.
-    DerivedLimit("seed", "the last agent's seed (seed + num_seeds - 1)", lambda c: c.seed + c.num_seeds - 1, UINT32_MAX),
+    DerivedLimit(
+        "seed", "the last agent's seed (seed + num_seeds - 1)", lambda c: c.seed + c.num_seeds - 1, UINT32_MAX
+    ),
 )
 
 
@@ -298,7 +305,10 @@ def build_config(
     if use_preset:
         from rltui import presets
 
-        tuned = {key: coerce_value(key, value) for key, value in presets.preset(algo, merged.get("env", KEYS["env"].default)).items()}
+        tuned = {
+            key: coerce_value(key, value)
+            for key, value in presets.preset(algo, merged.get("env", KEYS["env"].default)).items()
+        }
         algo_defaults = {**algo_defaults, **tuned}
     config = RunConfig(**{**algo_defaults, **merged})
     for limit in DERIVED_LIMITS:

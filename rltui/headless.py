@@ -9,8 +9,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
@@ -287,11 +288,17 @@ def run_headless(
             console.print(Text(f"Checkpoint after the error: {session.error_checkpoint}.", style="dim"))
         return finish(Text(f"Training failed: {session.error}", style="bold red"), ExitCode.ERROR)
     if session.nonfinite:
-        return finish(Text("Training diverged (non-finite loss or gradient); stopped.", style="bold red"), ExitCode.DIVERGED)
+        return finish(
+            Text("Training diverged (non-finite loss or gradient); stopped.", style="bold red"), ExitCode.DIVERGED
+        )
     verb = "Stopped" if session.stopped_early else "Finished"
     if failure is not None:
-        return finish(Text(checkpoint_failure_line(verb, session.updates_done, failure), style="bold red"), ExitCode.ERROR)
-    return finish(Text(summary_line(verb, session.updates_done, session.env_steps, listener.latest_return)), ExitCode.OK)
+        return finish(
+            Text(checkpoint_failure_line(verb, session.updates_done, failure), style="bold red"), ExitCode.ERROR
+        )
+    return finish(
+        Text(summary_line(verb, session.updates_done, session.env_steps, listener.latest_return)), ExitCode.OK
+    )
 
 
 def checkpoint_failure_line(verb: str, updates: int, failure) -> str:

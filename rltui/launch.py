@@ -333,9 +333,8 @@ def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume
     from rltui.session.backend import JaxBackend
     from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore
     from rltui.session.distributed import PeerCheckpoints, ProcessSync
-    from rltui.session.recorder import RunRecorder
-
     from rltui.session.evaluation import EvaluationPolicy, JaxEvaluator
+    from rltui.session.recorder import RunRecorder
 
     backend = JaxBackend(config.static_config(), config.seed, devices)
     evaluation = EvaluationPolicy(config.eval_every_updates, config.eval_episodes, config.stop_at_eval_return)

@@ -53,7 +53,9 @@ def spec_from_args(args) -> DistributedSpec | None:
     missing = [flag for flag, value in given.items() if value is None]
     if len(missing) == len(given):
         if args.peer_timeout is not None:
-            raise ValueError("--peer-timeout: only for a multi-process run (--coordinator, --num-processes, --process-id)")
+            raise ValueError(
+                "--peer-timeout: only for a multi-process run (--coordinator, --num-processes, --process-id)"
+            )
         return None
     if missing:
         raise ValueError(
@@ -70,7 +72,9 @@ def spec_from_args(args) -> DistributedSpec | None:
     if timeout < 1:
         raise ValueError(f"--peer-timeout: must be at least 1 second, got {timeout}")
     if not args.no_ui:
-        raise ValueError("--coordinator: a multi-process run is headless only; add --no-ui (rltui attach works on process 0)")
+        raise ValueError(
+            "--coordinator: a multi-process run is headless only; add --no-ui (rltui attach works on process 0)"
+        )
     if args.resume:
         raise ValueError(
             "--resume: not available in a multi-process run; resume its checkpoint in a single process "

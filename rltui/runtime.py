@@ -105,5 +105,7 @@ def select_devices(requested: int) -> list:
     if requested == 0:
         return local[:1] if local[0].platform == "cpu" else local
     if requested > len(local):
-        raise ValueError(f"devices: {requested} requested but only {len(local)} {local[0].platform} device(s) available")
+        raise ValueError(
+            f"devices: {requested} requested but only {len(local)} {local[0].platform} device(s) available"
+        )
     return local[:requested]

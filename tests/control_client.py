@@ -8,9 +8,10 @@ import socket
 import time
 from pathlib import Path
 
-from fakes import FakeSession
 from rltui.session.control_server import ControlServer
 from rltui.session.remote import connect_retrying
+
+from fakes import FakeSession
 
 TIMEOUT = 10.0
 

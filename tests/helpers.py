@@ -6,11 +6,10 @@ import contextlib
 
 import jax
 import jax.monitoring
+import numpy as np
 
 from trainers.hparams import DynamicHParams, StaticConfig
 from trainers.parallel import build as parallel_build
-from trainers.algos import make_trainer
-import numpy as np
 
 TINY = dict(num_envs=2, num_steps=8, num_minibatches=2, update_epochs=1, hidden_sizes=(16,), max_chunk_updates=8)
 

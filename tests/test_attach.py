@@ -16,17 +16,18 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from test_ui import progress_text, status_text, until
 
-from control_client import LineClient, served, wait_for
-from fakes import FakeSession, fixed_device_stats
 from rltui.config import RunConfig
 from rltui.session import Pause, Resume, SessionState, Stop
 from rltui.session.control_paths import SOCKET_NAME
 from rltui.session.remote import LOST, RemoteSession
 from rltui.ui.app import DashboardApp
 from rltui.ui.screens import HelpScreen, QuitConfirm, StopRunConfirm
+
+from control_client import LineClient, served, wait_for
+from fakes import FakeSession, fixed_device_stats
 from test_cli import TINY, cli_env, read_jsonl, rltui
-from test_ui import progress_text, status_text, until
 
 TIMEOUT = 10.0
 
@@ -367,7 +368,7 @@ def _paused_after_a_pause_and_resume(fake) -> None:
     for command, state in ((Pause(), SessionState.PAUSED), (Resume(), SessionState.RUNNING),
                            (Pause(), SessionState.PAUSED)):
         fake.submit(command)
-        wait_for(lambda: fake.state is state)  # noqa: B023 - called before the loop moves on
+        wait_for(lambda: fake.state is state)  # called before the loop moves on
 
 
 def test_attaching_to_a_paused_run_draws_the_events_it_logged_before(tmp_path):

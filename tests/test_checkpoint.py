@@ -7,10 +7,11 @@ import msgpack
 import numpy as np
 import pytest
 
-from helpers import TINY, build, count_compiles, host_metrics
 from trainers import checkpoint
 from trainers.checkpoint import CheckpointError
 from trainers.hparams import StaticConfig
+
+from helpers import TINY, build, count_compiles, host_metrics
 
 
 @pytest.fixture(scope="module")

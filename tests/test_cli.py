@@ -52,7 +52,9 @@ def rltui(args, cwd: Path, *, cache: Path | None = None, timeout: float = 60, **
     )
 
 
-def python(code: str, cwd: Path, *, cache: Path | None = None, timeout: float = 60, args=()) -> subprocess.CompletedProcess:
+def python(
+    code: str, cwd: Path, *, cache: Path | None = None, timeout: float = 60, args=()
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code), *args],
         cwd=cwd, env=cli_env(cache or cwd / ".cache-unused"), capture_output=True, text=True, timeout=timeout,
@@ -208,7 +210,13 @@ def test_tiny_run_succeeds(tiny_run):
     assert "Run files" in result.stderr and str(run_dir) in result.stderr.replace("\n", "")
     # how to train on: a finished run needs a larger total
     assert "To train on: rltui launch --resume" in result.stderr and "total_timesteps=" in result.stderr
-    assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints", "config.toml", "events.jsonl", "metrics.jsonl", "rltui.lock"]
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "checkpoints",
+        "config.toml",
+        "events.jsonl",
+        "metrics.jsonl",
+        "rltui.lock",
+    ]
     assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["checkpoint-000000016.msgpack"]
     assert not (cwd / "runs").exists()
 
@@ -527,7 +535,11 @@ def test_headless_second_ctrl_c_quits_at_once_and_cleans_up(tmp_path):
     run_dir = tmp_path / "r"
     proc = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(_FAKE_HEADLESS), "slow", str(run_dir)],
-        cwd=tmp_path, env=cli_env(tmp_path / ".cache-unused"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        env=cli_env(tmp_path / ".cache-unused"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 30
@@ -550,7 +562,9 @@ def test_launch_without_a_terminal_runs_headless(tmp_path, shared_cache):
     """`rltui launch` with output redirected (CI, a pipe) would draw a dashboard nobody can
     quit: it runs headless instead, and says so."""
     run_dir = tmp_path / "run"
-    result = guarded_main(["launch", "--run-dir", str(run_dir), "--set", "total_timesteps=512", *TINY], tmp_path, shared_cache)
+    result = guarded_main(
+        ["launch", "--run-dir", str(run_dir), "--set", "total_timesteps=512", *TINY], tmp_path, shared_cache
+    )
     assert "RC 0" in result.stdout, result.stdout + result.stderr[-3000:]
     assert "running headless" in result.stderr, result.stderr[-3000:]
     assert "LEAKED []" in result.stdout, result.stdout
@@ -573,27 +587,47 @@ def _hostile_files(cwd: Path) -> None:
 
 
 HOSTILE_LAUNCHES = [
-    pytest.param(["--config", "latin1.toml"],
-                 "--config: latin1.toml is not UTF-8 text (byte 0xff at offset 17); TOML files are UTF-8", id="not-utf8"),
-    pytest.param(["--config", "deep.toml"],
-                 "--config: deep.toml is not readable as TOML: arrays are nested too deeply to read", id="nested-100k"),
-    pytest.param(["--config", "big.toml"],
-                 f"--config: big.toml: lr: expected a number > 0, got {HUGE_INT_SHOWN}, which is not a finite number",
-                 id="huge-int-lr-toml"),
-    pytest.param(["--set", f"lr={HUGE_INT}"],
-                 f"lr: expected a number > 0, got {HUGE_INT_SHOWN}, which is not a finite number", id="huge-int-lr-set"),
+    pytest.param(
+        ["--config", "latin1.toml"],
+        "--config: latin1.toml is not UTF-8 text (byte 0xff at offset 17); TOML files are UTF-8",
+        id="not-utf8",
+    ),
+    pytest.param(
+        ["--config", "deep.toml"],
+        "--config: deep.toml is not readable as TOML: arrays are nested too deeply to read",
+        id="nested-100k",
+    ),
+    pytest.param(
+        ["--config", "big.toml"],
+        f"--config: big.toml: lr: expected a number > 0, got {HUGE_INT_SHOWN}, which is not a finite number",
+        id="huge-int-lr-toml",
+    ),
+    pytest.param(
+        ["--set", f"lr={HUGE_INT}"],
+        f"lr: expected a number > 0, got {HUGE_INT_SHOWN}, which is not a finite number",
+        id="huge-int-lr-set",
+    ),
     pytest.param(["--set", "seed=1e30"], "seed: expected an integer in [0, 4294967295], got 1e+30", id="seed-1e30"),
-    pytest.param(["--set", "num_envs=2147483648"], "num_envs: expected an integer in [1, 2147483647], got 2147483648",
-                 id="num-envs-beyond-int32"),
-    pytest.param(["--config", "env.toml"],
-                 f"--config: env.toml: env: unknown environment {LONG_ENV_SHOWN}; run `rltui envs` to list the supported ones",
-                 id="env-50MB"),
-    pytest.param(["--name", "exp/one"],
-                 "--name: expected a name without '/' (one directory under runs/; --run-dir takes a path), got 'exp/one'",
-                 id="name-with-slash"),
-    pytest.param(["--name", "a/../../escape"],
-                 "--name: expected a name without '/' (one directory under runs/; --run-dir takes a path), "
-                 "got 'a/../../escape'", id="name-escaping-runs"),
+    pytest.param(
+        ["--set", "num_envs=2147483648"],
+        "num_envs: expected an integer in [1, 2147483647], got 2147483648",
+        id="num-envs-beyond-int32",
+    ),
+    pytest.param(
+        ["--config", "env.toml"],
+        f"--config: env.toml: env: unknown environment {LONG_ENV_SHOWN}; run `rltui envs` to list the supported ones",
+        id="env-50MB",
+    ),
+    pytest.param(
+        ["--name", "exp/one"],
+        "--name: expected a name without '/' (one directory under runs/; --run-dir takes a path), got 'exp/one'",
+        id="name-with-slash",
+    ),
+    pytest.param(
+        ["--name", "a/../../escape"],
+        "--name: expected a name without '/' (one directory under runs/; --run-dir takes a path), got 'a/../../escape'",
+        id="name-escaping-runs",
+    ),
     pytest.param(["--name", ".."], "--name: expected a directory name, got '..'", id="name-dotdot"),
     pytest.param(["--name", ""], "--name: expected a directory name, got ''", id="name-empty"),
 ]
@@ -720,7 +754,9 @@ def test_checkpoint_with_nan_params_is_reported_and_refused(tmp_path, tiny_run):
     problem = "checkpoint parameters contain NaN/inf: the run had diverged when it was saved; use an earlier checkpoint"
     evaluated = rltui(["eval", str(path), "--episodes", "2"], tmp_path, timeout=120)
     assert (evaluated.returncode, evaluated.stderr, evaluated.stdout) == (2, f"rltui: error: {problem}\n", "")
-    resumed = rltui(["launch", "--no-ui", "--resume", str(path), "--set", "total_timesteps=8192"], tmp_path, timeout=300)
+    resumed = rltui(
+        ["launch", "--no-ui", "--resume", str(path), "--set", "total_timesteps=8192"], tmp_path, timeout=300
+    )
     assert (resumed.returncode, resumed.stderr) == (2, f"rltui: error: --resume: {problem}\n")
     assert {p: p.read_bytes() for p in path.parents[1].rglob("*") if p.is_file()} == files
 

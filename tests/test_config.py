@@ -97,7 +97,9 @@ def test_set_hidden_sizes_list(text):
     assert isinstance(config.hidden_sizes, tuple)
 
 
-@pytest.mark.parametrize("text,expected", [("anneal_lr=false", False), ("anneal_lr=true", True), ("anneal_lr=False", False)])
+@pytest.mark.parametrize(
+    "text,expected", [("anneal_lr=false", False), ("anneal_lr=true", True), ("anneal_lr=False", False)]
+)
 def test_set_bool(text, expected):
     assert from_set(text).anneal_lr is expected
 
@@ -354,7 +356,10 @@ def test_every_integer_key_has_a_range_that_fits_its_type():
         assert coerce_value(key, allowed.high) == allowed.high
         with pytest.raises(ConfigError) as excinfo:
             coerce_value(key, allowed.high + 1)
-        assert str(excinfo.value) == f"{key}: expected an integer in [{allowed.low}, {allowed.high}], got {allowed.high + 1}"
+        assert (
+            str(excinfo.value)
+            == f"{key}: expected an integer in [{allowed.low}, {allowed.high}], got {allowed.high + 1}"
+        )
 
 
 @pytest.mark.parametrize(
@@ -389,7 +394,10 @@ HUGE_INT_SHOWN = "1" + "0" * 37 + "..." + "0" * 39 + " (401 digits)"
     "item,message",
     [
         (f"lr={HUGE_INT}", f"lr: expected a number > 0, got {HUGE_INT_SHOWN}, which is not a finite number"),
-        (f"checkpoint_minutes={HUGE_INT}", f"checkpoint_minutes: expected a number of minutes >= 0, got {HUGE_INT_SHOWN}"),
+        (
+            f"checkpoint_minutes={HUGE_INT}",
+            f"checkpoint_minutes: expected a number of minutes >= 0, got {HUGE_INT_SHOWN}",
+        ),
         ("lr=1e39", "lr: expected a number > 0, got 1e+39, which is too large for a 32-bit float"),
         ("lr=1e-50", "lr: expected a number > 0, got 1e-50, which is 0 as a 32-bit float"),
         ("hidden_sizes=" + "[" * 100_000 + "]" * 100_000, "hidden_sizes: arrays are nested too deeply to read"),
@@ -408,7 +416,10 @@ def test_toml_file_with_a_number_beyond_float_names_the_file(tmp_path):
     path.write_text(f"lr = {HUGE_INT}\n", encoding="utf-8")
     with pytest.raises(ConfigError) as excinfo:
         load_toml(path)
-    assert str(excinfo.value) == f"--config: {path}: lr: expected a number > 0, got {HUGE_INT_SHOWN}, which is not a finite number"
+    assert (
+        str(excinfo.value)
+        == f"--config: {path}: lr: expected a number > 0, got {HUGE_INT_SHOWN}, which is not a finite number"
+    )
 
 
 def test_toml_file_that_is_not_utf8_is_refused(tmp_path):
@@ -455,9 +466,15 @@ def test_quote_is_bounded_whatever_the_value(value, shown):
 @pytest.mark.parametrize(
     "name,message",
     [
-        ("exp/one", "--name: expected a name without '/' (one directory under runs/; --run-dir takes a path), got 'exp/one'"),
-        ("a/../../escape",
-         "--name: expected a name without '/' (one directory under runs/; --run-dir takes a path), got 'a/../../escape'"),
+        (
+            "exp/one",
+            "--name: expected a name without '/' (one directory under runs/; --run-dir takes a path), got 'exp/one'",
+        ),
+        (
+            "a/../../escape",
+            "--name: expected a name without '/' (one directory under runs/; --run-dir takes a path), "
+            "got 'a/../../escape'",
+        ),
         ("..", "--name: expected a directory name, got '..'"),
         (".", "--name: expected a directory name, got '.'"),
         ("", "--name: expected a directory name, got ''"),

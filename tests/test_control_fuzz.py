@@ -10,9 +10,10 @@ import json
 import random
 import time
 
-from control_client import LineClient, served, wait_for
 from rltui.session import SessionState, Stop
 from rltui.session.protocol import MAX_LINE_BYTES
+
+from control_client import LineClient, served, wait_for
 
 SEED = 20240621
 CONNECTIONS = 24

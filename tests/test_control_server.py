@@ -15,10 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from control_client import LineClient, served, wait_for
-from fakes import FakeSession
-from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
-from rltui.session import protocol
+from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams, protocol
 from rltui.session.commands import Rollback
 from rltui.session.control_paths import MAX_SOCKET_PATH, POINTER_NAME, SOCKET_NAME, find_socket
 from rltui.session.control_server import (
@@ -30,6 +27,9 @@ from rltui.session.control_server import (
     ControlServerError,
 )
 from rltui.session.remote import AttachError, RemoteSession
+
+from control_client import LineClient, served, wait_for
+from fakes import FakeSession
 
 
 def test_hello_then_the_history_once_then_only_new_records(tmp_path):
@@ -74,7 +74,10 @@ def test_commands_round_trip_in_order(tmp_path):
         client = LineClient(server.path)
         sent = [
             ({"command": "pause"}, Pause()),
-            ({"command": "set_hparams", "changes": {"lr": 1e-3, "gamma": 0.98}}, SetHParams({"lr": 1e-3, "gamma": 0.98})),
+            (
+                {"command": "set_hparams", "changes": {"lr": 1e-3, "gamma": 0.98}},
+                SetHParams({"lr": 1e-3, "gamma": 0.98}),
+            ),
             ({"command": "save"}, SaveCheckpoint()),
             ({"command": "rollback"}, Rollback()),
             ({"command": "resume"}, Resume()),
@@ -131,11 +134,16 @@ def test_malformed_and_unknown_messages_get_an_error_and_the_run_goes_on(tmp_pat
 # Lines under the 64 KiB limit that the protocol refuses, each as data: one the server
 # must answer without ever acting on it or failing.
 HOSTILE = [
-    (b'{"type": "command", "command": "set_hparams", "changes": {"lr": 1' + b"0" * 400 + b"}}\n",
-     "lr: expected a finite number, got an integer of 401 digits"),
+    (
+        b'{"type": "command", "command": "set_hparams", "changes": {"lr": 1' + b"0" * 400 + b"}}\n",
+        "lr: expected a finite number, got an integer of 401 digits",
+    ),
     (b'{"type": "command", "command": "set_hparams", "changes": {"lr": 1e400}}\n', "lr: expected a finite number"),
     (b'{"type": "command", "command": "set_hparams", "changes": {"lr": NaN}}\n', "NaN is not a JSON number"),
-    (b'{"type": "command", "command": "set_hparams", "changes": {"lr": -Infinity}}\n', "-Infinity is not a JSON number"),
+    (
+        b'{"type": "command", "command": "set_hparams", "changes": {"lr": -Infinity}}\n',
+        "-Infinity is not a JSON number",
+    ),
     (b'{"type": "command", "command": "pause", "id": ' + b"[" * 30_000 + b"]" * 30_000 + b"}\n", "nested too deeply"),
     (b'{"type": "command", "command": "pause", "id": [[1]]}\n', '"id": expected a string'),
     (b'{"type": "command", "command": "pause", "id": "' + b"i" * 5000 + b'"}\n', '"id": expected a string'),

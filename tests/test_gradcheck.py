@@ -71,7 +71,11 @@ def setup(request):
 
 def forward(trainer, params, obs, action, discrete):
     policy_out, log_std, value = trainer.network.apply(params, obs)  # float64 throughout
-    return networks.log_prob(policy_out, log_std, action, discrete), networks.entropy(policy_out, log_std, discrete), value
+    return (
+        networks.log_prob(policy_out, log_std, action, discrete),
+        networks.entropy(policy_out, log_std, discrete),
+        value,
+    )
 
 
 def ppo_batch(s):
@@ -149,7 +153,9 @@ def test_reinforce_objective(setup, baseline):
         # the baseline on
         _, unravel = jax.flatten_util.ravel_pytree(setup["params"])
         value_grad = unravel(jnp.asarray(grad))["params"]
-        value_norm = sum(float(jnp.sum(jnp.abs(x))) for k in ("Dense_2", "Dense_3") for x in jax.tree.leaves(value_grad[k]))
+        value_norm = sum(
+            float(jnp.sum(jnp.abs(x))) for k in ("Dense_2", "Dense_3") for x in jax.tree.leaves(value_grad[k])
+        )
         assert (value_norm > 0) == bool(baseline)
 
 

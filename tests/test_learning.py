@@ -6,10 +6,11 @@ import jax
 import numpy as np
 import pytest
 
-from helpers import train_returns, train_run
 from rltui.config import build_config
 from trainers.evaluate import evaluate
 from trainers.hparams import DynamicHParams, StaticConfig
+
+from helpers import train_returns, train_run
 
 
 def train(static: StaticConfig, total_steps: int, seed: int, **hparams) -> np.ndarray:
@@ -64,7 +65,7 @@ def test_gru_learns_masked_cartpole_where_the_mlp_cannot():
     # Greedy evaluation carries the hidden state through each episode; wiping it at every
     # step (a policy without memory) loses most of the return.
     trainer, params = parallel.trainer, parallel.unreplicate(state.params)
-    forgetful = lambda p, h, obs: trainer.policy_step(p, jax.numpy.zeros_like(h), obs)  # noqa: E731
+    forgetful = lambda p, h, obs: trainer.policy_step(p, jax.numpy.zeros_like(h), obs)
     returns = {}
     for name, step_fn in (("memory", trainer.policy_step), ("forgetful", forgetful)):
         run = jax.jit(lambda key, step_fn=step_fn: evaluate(

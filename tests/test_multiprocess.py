@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from control_client import LineClient
-from rltui.multiprocess import EXIT_PEER
+from rltui.errors import ExitCode
 from rltui.session import Pause, Resume, Rollback, SaveCheckpoint, SetHParams, Stop
 from rltui.session.control_paths import find_socket
 from rltui.session.distributed import ROW_BYTES, LocalSync, ProcessSync, decode_row, encode_row
+
+from control_client import LineClient
 from test_cli import TINY, cli_env, read_jsonl, rltui
 
 START_TIMEOUT = 240.0  # two processes compiling on a busy 2-core machine
@@ -115,7 +116,7 @@ def test_a_missing_peer_is_reported_within_the_timeout(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert code == EXIT_PEER, err[-3000:]
+    assert code == ExitCode.PEER_LOST, err[-3000:]
     assert time.monotonic() - started < 90
     last = err.strip().splitlines()[-1]
     assert last.startswith("rltui: error: process 1 of 2: the JAX distributed runtime ended it")
@@ -133,7 +134,9 @@ BAD_FLAGS = [
     pytest.param(["--no-ui", *MULTI[:2], "--num-processes", "0", "--process-id", "0"], "--num-processes", id="zero"),
     pytest.param(MULTI, "headless only; add --no-ui", id="dashboard"),
     pytest.param(["--no-ui", *MULTI, "--resume", "x"], "--resume: not available", id="resume"),
-    pytest.param(["--no-ui", "--peer-timeout", "5"], "--peer-timeout: only for a multi-process run", id="timeout-alone"),
+    pytest.param(
+        ["--no-ui", "--peer-timeout", "5"], "--peer-timeout: only for a multi-process run", id="timeout-alone"
+    ),
     pytest.param(["--no-ui", *MULTI, "--peer-timeout", "0"], "--peer-timeout: must be at least 1", id="timeout-zero"),
 ]
 

@@ -7,15 +7,18 @@ import numpy as np
 import pytest
 from flax import linen as nn
 
-from helpers import TINY, build, count_compiles, host_metrics
 from rltui.config import ConfigError, build_config
 from trainers import networks
 from trainers.hparams import StaticConfig
 
+from helpers import TINY, build, count_compiles, host_metrics
+
 
 @pytest.mark.parametrize("init", [0.0, -1.5])
 def test_state_dependent_std_starts_at_log_std_init_and_varies_with_the_state(init):
-    net = networks.ActorCritic(num_actions=2, discrete=False, hidden_sizes=(8,), log_std_mode="state", log_std_init=init)
+    net = networks.ActorCritic(
+        num_actions=2, discrete=False, hidden_sizes=(8,), log_std_mode="state", log_std_init=init
+    )
     obs = jax.random.normal(jax.random.PRNGKey(0), (5, 3))
     params = net.init(jax.random.PRNGKey(1), obs)
     assert "log_std" not in params["params"]  # no state-independent parameter

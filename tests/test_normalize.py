@@ -9,9 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from helpers import TINY, build, count_compiles, host_metrics
 from trainers import checkpoint, normalize
-from trainers.hparams import DynamicHParams, StaticConfig
+from trainers.hparams import StaticConfig
+
+from helpers import TINY, build, count_compiles, host_metrics
 
 AXIS = "devices"
 
@@ -114,7 +115,7 @@ def test_normalisation_statistics_survive_a_checkpoint_round_trip():
 def test_editing_reward_scale_changes_learning_without_recompiling():
     static = dataclasses.replace(NORMALIZED, normalize_rewards=False)
     parallel, state, hp = build(static, seed=2)
-    fresh = lambda: parallel.init(parallel.seed_keys(2), hp)  # noqa: E731  (run_chunk donates its state)
+    fresh = lambda: parallel.init(parallel.seed_keys(2), hp)  # run_chunk donates its state
     parallel.run_chunk(state, hp, 1)  # compile
     with count_compiles() as counter:
         _, ma = parallel.run_chunk(fresh(), hp, 2)
@@ -128,10 +129,11 @@ def test_old_checkpoints_without_normalisation_fields_still_load():
     static = StaticConfig(env_id="CartPole-v1", **TINY)
     parallel, state, _ = build(static, seed=0)
     portable = checkpoint.to_portable(state)
-    from flax import serialization
     import hashlib
     import json
+
     import msgpack
+    from flax import serialization
 
     state_dict = serialization.to_state_dict(portable)
     for field in ("obs_stats", "return_stats", "discounted_return"):

@@ -61,10 +61,14 @@ SCRIPT = textwrap.dedent(
     state1, m1 = one.run_chunk(state1, hp, 3)
     port2, port1 = checkpoint.to_portable(state2), checkpoint.to_portable(state1)
     # relative above 1: normalisation counts (~200) differ by an ulp between the two summations
-    diffs = [float(np.max(np.abs(np.asarray(a, float) - np.asarray(b, float)) / np.maximum(1.0, np.abs(np.asarray(b, float)))))
-             for a, b in zip(jax.tree.leaves(port2), jax.tree.leaves(port1))]
+    def relative(a, b):
+        a, b = np.asarray(a, float), np.asarray(b, float)
+        return float(np.max(np.abs(a - b) / np.maximum(1.0, np.abs(b))))
+
+    diffs = [relative(a, b) for a, b in zip(jax.tree.leaves(port2), jax.tree.leaves(port1))]
     out["seeds_metrics_shape"] = list(m2.per_update.policy_loss.shape)
-    out["seeds_replicas_identical"] = all(np.array_equal(x[0], x[1]) for x in jax.tree.leaves(jax.device_get(state2.params)))
+    params2 = jax.tree.leaves(jax.device_get(state2.params))
+    out["seeds_replicas_identical"] = all(np.array_equal(x[0], x[1]) for x in params2)
     out["seeds_max_abs_diff_vs_one_device"] = max(diffs)
     out["seeds_obs_shape"] = list(port2.obs.shape)
     first_leaf = jax.tree.leaves(port2.params)[0]
@@ -89,7 +93,7 @@ def test_two_devices_keep_identical_params_equal_to_one_device(network, inputs):
         [sys.executable, "-c", SCRIPT, tests_dir, network, inputs], env=env, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))
+    line = next(out for out in proc.stdout.splitlines() if out.startswith("RESULT "))
     result = json.loads(line[len("RESULT "):])
     assert result["num_devices"] == 2
     assert result["replicas_identical"]

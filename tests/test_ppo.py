@@ -3,9 +3,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from helpers import TINY, build, count_compiles, host_metrics
 from trainers.hparams import EDITABLE_HPARAMS, DynamicHParams, StaticConfig
 from trainers.rollout import rollout
+
+from helpers import TINY, build, count_compiles, host_metrics
 
 
 def test_hparam_edits_do_not_recompile_but_static_changes_do():

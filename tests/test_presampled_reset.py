@@ -23,13 +23,17 @@ def _run(spec, keys, actions, presampled: bool):
         obs, state, reward, terminated, truncated, info = step(key, state, action, spec.params)
         return state, (obs, reward, terminated, truncated, info["final_observation"], info["returned_episode_returns"])
 
-    _, env_state = jax.vmap(spec.env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(1), ENVS), spec.params)
+    _, env_state = jax.vmap(spec.env.reset, in_axes=(0, None))(
+        jax.random.split(jax.random.PRNGKey(1), ENVS), spec.params
+    )
     final_state, outputs = jax.jit(lambda: jax.lax.scan(body, env_state, (keys, actions)))()
     return outputs + tuple(jax.tree.leaves(final_state))
 
 
 # DeepSea overrides gymnax's `step` (it carries episode totals across resets): it keeps its own.
-@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1", "Breakout-MinAtar", "CartPole-v1-pomdp", "DeepSea-bsuite"])
+@pytest.mark.parametrize(
+    "env_id", ["CartPole-v1", "Pendulum-v1", "Breakout-MinAtar", "CartPole-v1-pomdp", "DeepSea-bsuite"]
+)
 def test_presampled_steps_equal_gymnax_steps_across_episode_ends(env_id):
     spec = make_env(env_id)
     assert (spec.draw_step is None) == (env_id == "DeepSea-bsuite")

@@ -5,10 +5,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from helpers import TINY, build, count_compiles, host_metrics
 from trainers import checkpoint, networks, recurrent
 from trainers.evaluate import evaluate
 from trainers.hparams import EDITABLE_HPARAMS, DynamicHParams, StaticConfig
+
+from helpers import TINY, build, count_compiles, host_metrics
 
 GRU = StaticConfig(**{**TINY, "num_envs": 4, "network": "gru"})
 

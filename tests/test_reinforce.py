@@ -6,7 +6,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from helpers import count_compiles, host_metrics, train_returns
 from trainers import networks, pg_losses
 from trainers.base import AXIS
 from trainers.envs import EnvSpec
@@ -14,6 +13,8 @@ from trainers.hparams import DynamicHParams, StaticConfig
 from trainers.parallel import DataParallel
 from trainers.reinforce import REINFORCE, PGBatch, make_reinforce_trainer, reinforce_advantage
 from trainers.returns import discounted_returns
+
+from helpers import count_compiles, host_metrics, train_returns
 
 TINY = dict(algo="reinforce", num_envs=2, num_steps=64, hidden_sizes=(16,), max_chunk_updates=8)
 
@@ -177,7 +178,11 @@ def test_gradient_is_the_score_function_estimate(discrete, baseline, normalize):
     rng = np.random.default_rng(2)
     T, E = 5, 2
     obs = jnp.asarray(rng.normal(size=(T, E, 3)), jnp.float32)
-    action = jnp.asarray(rng.integers(0, 2, size=(T, E))) if discrete else jnp.asarray(rng.normal(size=(T, E, 2)), jnp.float32)
+    action = (
+        jnp.asarray(rng.integers(0, 2, size=(T, E)))
+        if discrete
+        else jnp.asarray(rng.normal(size=(T, E, 2)), jnp.float32)
+    )
     returns = jnp.asarray(rng.normal(size=(T, E)) * 5, jnp.float32)
     valid = jnp.asarray(rng.random((T, E)) < 0.7, jnp.float32)
     count = jnp.sum(valid)

@@ -8,12 +8,13 @@ import threading
 
 import pytest
 
-from control_client import served, wait_for
-from fakes import FakeSession
 from rltui.session import Pause, SessionListener, SessionState, SetHParams, TrainingSession
 from rltui.session.control_paths import SOCKET_NAME
 from rltui.session.interface import SessionClient
 from rltui.session.remote import LOST, AttachError, RemoteSession
+
+from control_client import served, wait_for
+from fakes import FakeSession
 
 TIMEOUT = 10.0
 

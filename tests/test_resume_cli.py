@@ -487,8 +487,14 @@ def test_branch_from_an_older_checkpoint_sets_the_later_ones_aside(tmp_path, cac
         tmp_path, cache, log,
     )
     try:
-        wait_for(lambda: ("finished", branch_end) in [(e["kind"], e["update"]) for e in read_jsonl(run_dir / "events.jsonl")],
-                 proc, "the branch's end", log)
+        wait_for(
+            lambda: (
+                ("finished", branch_end) in [(e["kind"], e["update"]) for e in read_jsonl(run_dir / "events.jsonl")]
+            ),
+            proc,
+            "the branch's end",
+            log,
+        )
         proc.send_signal(signal.SIGKILL)  # after its checkpoints are saved, as a crash would
         proc.wait(timeout=30)
     finally:
@@ -539,7 +545,9 @@ def test_branch_from_an_older_checkpoint_sets_the_later_ones_aside(tmp_path, cac
 def test_sigterm_checkpoints_exits_0_and_resumes(tmp_path, cache, run_a):
     run_dir = tmp_path / "run"
     log = tmp_path / "stderr.txt"
-    proc = start(["launch", "--no-ui", "--run-dir", run_dir, *TINY, "--set", "total_timesteps=2e6"], tmp_path, cache, log)
+    proc = start(
+        ["launch", "--no-ui", "--run-dir", run_dir, *TINY, "--set", "total_timesteps=2e6"], tmp_path, cache, log
+    )
     try:
         wait_for(lambda: len(updates(run_dir)) >= 3, proc, "metrics", log)
         proc.send_signal(signal.SIGTERM)
@@ -718,8 +726,8 @@ def test_nonfinite_exits_3_and_keeps_last_good_checkpoint(tmp_path, cache, run_a
         f"checkpoint written after the divergence at update {bad[0]}: {[p.name for _, p in found]}"
     )
     assert (run_dir / "checkpoints" / f"checkpoint-{good:09d}.msgpack").exists(), "the last good checkpoint is gone"
-    from flax import serialization
     import numpy as np
+    from flax import serialization
 
     for _, path in found:
         outer = msgpack.unpackb(path.read_bytes(), raw=False)

@@ -259,7 +259,7 @@ async def test_sort_and_filter_by_typing(runs_dir, tmp_path):
     async with app.run_test(size=(160, 40)) as pilot:
         screen = app.runs_screen
         await until(pilot, lambda: screen.loaded)
-        names = lambda: [r.name for r in screen.shown]  # noqa: E731
+        names = lambda: [r.name for r in screen.shown]
         while screen.sort_key != "name":
             await pilot.press("s")
         assert names() == sorted(names())

@@ -9,12 +9,13 @@ import jax
 import numpy as np
 import pytest
 
-from helpers import TINY, build, count_compiles, host_metrics
 from rltui.session.backend import JaxBackend, seed_row
 from rltui.session.metrics import UpdateRecord
-from test_cli import rltui, read_jsonl
 from trainers import checkpoint
 from trainers.hparams import StaticConfig
+
+from helpers import TINY, build, count_compiles, host_metrics
+from test_cli import read_jsonl, rltui
 
 STATIC = StaticConfig(**TINY)
 SEEDED = dataclasses.replace(STATIC, num_seeds=3)
@@ -35,7 +36,9 @@ def test_each_seed_is_the_agent_a_single_seed_run_would_train():
     assert metrics.per_update.policy_loss.shape == (3, TINY["max_chunk_updates"])
     for i in range(3):
         single_state, single = _run(STATIC, seed=3 + i)
-        np.testing.assert_allclose(metrics.per_update.policy_loss[i, :5], host_metrics(single)["policy_loss"], atol=1e-6)
+        np.testing.assert_allclose(
+            metrics.per_update.policy_loss[i, :5], host_metrics(single)["policy_loss"], atol=1e-6
+        )
         for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(single_state.params)):
             np.testing.assert_allclose(np.asarray(a)[0, i], np.asarray(b)[0], atol=1e-6)
     losses = metrics.per_update.policy_loss[:, :5]

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from rltui.session import Pause, Resume, SaveCheckpoint, SessionListener, SessionState, Stop, TrainingSession
+from rltui.session import Resume, SaveCheckpoint, SessionListener, SessionState, Stop, TrainingSession
+from rltui.session import checkpoints as checkpoints_module
 from rltui.session.backend import NonFiniteState
 from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore, resolve_checkpoint
 from rltui.session.commands import Rollback
-from rltui.session import checkpoints as checkpoints_module
 from trainers.hparams import DynamicHParams
 
 
@@ -379,7 +379,9 @@ def test_a_later_successful_save_clears_the_failure(tmp_path, monkeypatch):
         f.write(data)
 
     monkeypatch.setattr(checkpoints_module, "write_all", once_full)
-    session, store, _ = run_session(tmp_path, CountingBackend(), 10, checkpoint_policy=CheckpointPolicy(every_updates=4))
+    session, store, _ = run_session(
+        tmp_path, CountingBackend(), 10, checkpoint_policy=CheckpointPolicy(every_updates=4)
+    )
     session.start()
     assert session.join(10)
     assert session.checkpoint_failure is None

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from fakes import FakeSession, fixed_device_stats
 from rltui.config import RunConfig
 from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
 from rltui.session.commands import Rollback
@@ -19,6 +18,8 @@ from rltui.ui.runner import run_dashboard
 from rltui.ui.screens import HelpScreen, HParamEditor, QuitConfirm, StopRunConfirm
 from rltui.ui.widgets import MetricSparkline
 from rltui.ui.widgets.chart import CHART_METRICS
+
+from fakes import FakeSession, fixed_device_stats
 
 TIMEOUT = 10.0
 
@@ -516,7 +517,7 @@ def test_side_panels_cycle_on_a_small_screen(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
-        shown = lambda: [p.id for p in app.dashboard.query(".side-panel") if p.display]  # noqa: E731
+        shown = lambda: [p.id for p in app.dashboard.query(".side-panel") if p.display]
         assert shown() == ["events"]
         await pilot.press("v")
         assert shown() == ["hparams"]

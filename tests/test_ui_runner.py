@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from test_headless import TOTAL, snapshot
+
 from rltui.session import SessionState
 from rltui.ui.runner import _summary
-from test_headless import TOTAL, snapshot
 
 
 def test_a_finished_run_is_summed_up_as_headless_does():

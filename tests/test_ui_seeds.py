@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from fakes import FakeSession, fixed_device_stats
+from test_ui import until
+
 from rltui.config import RunConfig
 from rltui.ui.app import DashboardApp
-from test_ui import until
+
+from fakes import FakeSession, fixed_device_stats
 
 
 def publish_with_seeds(fake: FakeSession, updates: int, seeds: int) -> None:

@@ -8,10 +8,11 @@ from __future__ import annotations
 import math
 import time
 
-from fakes import FakeSession, fixed_device_stats
 from rltui.config import RunConfig
 from rltui.session import SessionState, SetHParams
 from rltui.ui.app import DashboardApp
+
+from fakes import FakeSession, fixed_device_stats
 
 
 def dashboard_with_history(tmp_path):

@@ -64,7 +64,7 @@ def episode_stats(traj) -> EpisodeStats:
         (jnp.sum(done), jnp.sum(traj.episode_return * done), jnp.sum(traj.episode_length * done)), AXIS
     )
     nan = jnp.float32(jnp.nan)
-    mean = lambda total: jnp.where(episodes > 0, total / jnp.maximum(episodes, 1.0), nan)  # noqa: E731
+    mean = lambda total: jnp.where(episodes > 0, total / jnp.maximum(episodes, 1.0), nan)
     return EpisodeStats(mean_return=mean(return_sum), mean_length=mean(length_sum), count=episodes)
 
 
@@ -174,11 +174,11 @@ class OnPolicyTrainer:
                       noise_hold=self.static.noise_hold)
         stats = state.obs_stats
         if not self.recurrent:
-            apply_fn = lambda params, obs: self.apply(params, normalize.normalize_obs(stats, obs))  # noqa: E731
+            apply_fn = lambda params, obs: self.apply(params, normalize.normalize_obs(stats, obs))
             run = rollout(state.params, state.env_state, state.obs, key, self._env_ids(), apply_fn=apply_fn, **common)
             collected = Collected(env_state=run.env_state, obs=run.obs, hidden=None, traj=run.traj, step_hidden=None)
         else:
-            step_fn = lambda params, h, obs: self.policy_step(params, h, normalize.normalize_obs(stats, obs))  # noqa: E731
+            step_fn = lambda params, h, obs: self.policy_step(params, h, normalize.normalize_obs(stats, obs))
             run = recurrent.recurrent_rollout(
                 state.params, state.env_state, state.obs, state.hidden, key, self._env_ids(),
                 step_fn=step_fn, **common,
@@ -255,7 +255,9 @@ class OnPolicyTrainer:
             hidden=self.initial_hidden(self.envs_per_device),
             obs_stats=normalize.initial_stats((self.spec.obs_size,)) if self.static.normalize_obs else None,
             return_stats=normalize.initial_stats(()) if self.static.normalize_rewards else None,
-            discounted_return=jnp.zeros((self.envs_per_device,), jnp.float32) if self.static.normalize_rewards else None,
+            discounted_return=jnp.zeros((self.envs_per_device,), jnp.float32)
+            if self.static.normalize_rewards
+            else None,
         )
 
     # --- one gradient step ------------------------------------------------------------------

@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import msgpack
@@ -60,7 +61,7 @@ def to_portable(state: TrainState) -> TrainState:
             return x.reshape((x.shape[0], x.shape[1] * x.shape[2]) + x.shape[3:])
         return x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:])
 
-    first = lambda x: np.asarray(x)[0]  # noqa: E731
+    first = lambda x: np.asarray(x)[0]
     return _map_fields(host, replicated=first, per_env=merge_envs)
 
 
@@ -75,7 +76,7 @@ def from_portable(portable: TrainState, num_devices: int) -> TrainState:
             return np.ascontiguousarray(np.moveaxis(x, 1, 0))
         return x.reshape((num_devices, x.shape[0] // num_devices) + x.shape[1:])
 
-    replicate = lambda x: np.stack([np.asarray(x)] * num_devices)  # noqa: E731
+    replicate = lambda x: np.stack([np.asarray(x)] * num_devices)
     return _map_fields(portable, replicated=replicate, per_env=split_envs)
 
 
@@ -118,7 +119,7 @@ def content_digest(version: int, metadata_text: str, state_digest: str) -> str:
 def _unpack(data: bytes) -> dict[str, Any]:
     try:
         outer = msgpack.unpackb(data, raw=False, strict_map_key=True)
-    except Exception as err:  # msgpack raises several types for truncated/garbage input
+    except Exception:  # noqa: BLE001 - msgpack raises several types for truncated/garbage input
         raise CheckpointError("not a readable checkpoint: truncated, damaged, or not a checkpoint at all") from None
     if not isinstance(outer, dict) or outer.get("format") != FORMAT:
         raise CheckpointError("not an rltui checkpoint")
@@ -226,7 +227,7 @@ def decode(data: bytes, template: TrainState) -> tuple[TrainState, dict[str, Any
             for field in ("hidden", "obs_stats", "return_stats", "discounted_return"):
                 state_dict.setdefault(field, None)
         restored = serialization.from_state_dict(template, state_dict)
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - flax raises several types for a state of another shape
         # the error can name keys read from the file
         raise CheckpointError(f"checkpoint does not fit this trainer: {shorten(str(err), 300)}") from None
     _check_shapes(template, restored)
@@ -246,7 +247,7 @@ def params_are_finite(data: bytes) -> bool:
     outer = _unpack(data)
     try:
         state = serialization.msgpack_restore(outer["state"])
-    except Exception:  # msgpack raises several types for damaged input
+    except Exception:  # noqa: BLE001 - msgpack raises several types for damaged input
         raise CheckpointError("not a readable checkpoint: its state is damaged") from None
     if not isinstance(state, dict):
         raise CheckpointError("not a readable checkpoint: its state is not a table of arrays")
@@ -278,7 +279,8 @@ def _check_shapes(template: TrainState, restored: TrainState) -> None:
         if a.shape != b.shape or a.dtype != b.dtype:
             name = jax.tree_util.keystr(path)
             raise CheckpointError(
-                f"checkpoint does not fit this trainer: {name} is {b.dtype}{list(b.shape)}, expected {a.dtype}{list(a.shape)}"
+                f"checkpoint does not fit this trainer: {name} is {b.dtype}{list(b.shape)}, "
+                f"expected {a.dtype}{list(a.shape)}"
             )
 
 

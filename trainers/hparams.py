@@ -8,7 +8,8 @@ This module is plain Python and NumPy so that validation can run before JAX star
 from __future__ import annotations
 
 import difflib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -59,11 +60,16 @@ class EnvId(Rule):
     def coerce(self, name: str, value: Any) -> str:
         if not isinstance(value, str):
             raise HParamError(f"{name}: expected a string, got {quote(value)}")
-        if value not in SUPPORTED_ENVS and not is_import_path(value) and not is_object_id(value):
+        from trainers.suites import suite_of
+
+        if (value not in SUPPORTED_ENVS and not is_import_path(value) and not is_object_id(value)
+                and suite_of(value) is None):
             by_lower = {env.lower(): env for env in SUPPORTED_ENVS}
             close = difflib.get_close_matches(value.lower(), list(by_lower), n=1, cutoff=0.5)
             hint = f"did you mean {by_lower[close[0]]!r}? " if close else ""
-            raise HParamError(f"{name}: unknown environment {quote(value)}; {hint}run `rltui envs` to list the supported ones")
+            raise HParamError(
+                f"{name}: unknown environment {quote(value)}; {hint}run `rltui envs` to list the supported ones"
+            )
         return value
 
 
@@ -162,14 +168,14 @@ class DynamicHParams(traced_fields_type(TRAINER_KEYS)):
     __slots__ = ()
 
     @classmethod
-    def create(cls, **values: float) -> "DynamicHParams":
+    def create(cls, **values: float) -> DynamicHParams:
         for name, value in values.items():
             if name not in cls._fields:
                 raise KeyError(f"unknown hyperparameter {quote(name)}")
             validate_hparam(name, value)
         return cls()._replace(**{k: np.float32(v) for k, v in values.items()})
 
-    def with_updates(self, changes: Mapping[str, float]) -> "DynamicHParams":
+    def with_updates(self, changes: Mapping[str, float]) -> DynamicHParams:
         """A copy with the live `changes` applied (checked by `check_changes`); static or
         unknown keys are rejected. Each value keeps its leaf's dtype."""
         try:

@@ -15,7 +15,8 @@ import dataclasses
 import math
 import reprlib
 import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -161,7 +162,9 @@ class Number(Rule):
     def describe(self) -> str:
         what = f"a number of {self.unit}" if self.unit else "a number"
         if self.low is not None and self.high is not None:
-            return f"{what} in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+            return (
+                f"{what} in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+            )
         if self.low is not None:
             return f"{what} {'>' if self.low_open else '>='} {self.low:g}"
         if self.high is not None:

@@ -8,7 +8,8 @@ every transform boundary for no gain here.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -112,7 +113,9 @@ class ActorCritic(nn.Module):
             x = act(_dense(size, math.sqrt(2), self.dtype)(x))
         state_std = not self.discrete and self.log_std_mode == "state"
         head = _float32(_dense(self.num_actions * (2 if state_std else 1), 0.01, self.dtype)(x))
-        policy_out, raw_std = (head[..., : self.num_actions], head[..., self.num_actions:]) if state_std else (head, None)
+        policy_out, raw_std = (
+            (head[..., : self.num_actions], head[..., self.num_actions :]) if state_std else (head, None)
+        )
         if self.discrete:
             log_std = jnp.zeros(())  # unused
         else:
@@ -187,7 +190,9 @@ class RecurrentActorCritic(nn.Module):
             return PolicyOutputs(_unrows(head, lead), jnp.zeros(()), value)  # log_std unused
         if self._state_std:
             policy_out = head[..., : self.num_actions]
-            log_std = _gaussian_log_std(self, head[..., self.num_actions:], "state", self.log_std_init, self.num_actions)
+            log_std = _gaussian_log_std(
+                self, head[..., self.num_actions :], "state", self.log_std_init, self.num_actions
+            )
             log_std = _unrows(log_std, lead)
         else:
             policy_out, log_std = head, self.log_std

@@ -16,7 +16,7 @@ amplifies until the two part ways).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import numpy as np
@@ -32,7 +32,7 @@ class DevicesError(ValueError):
     pass
 
 
-def build(static: StaticConfig, devices: Sequence[jax.Device]) -> "DataParallel":
+def build(static: StaticConfig, devices: Sequence[jax.Device]) -> DataParallel:
     """The trainer for `static`, laid out over `devices`."""
     return DataParallel(make_trainer(static, len(devices)), devices)
 

@@ -52,7 +52,7 @@ class PresampledResetWrapper(GymnaxWrapper):
         obs, next_state, reward, terminated, info = self._env.step_env(key.key, state, action, params)
         truncated = self._env.is_truncated(next_state, params)
         done = jnp.logical_or(terminated, truncated)
-        select = lambda reset, stepped: jax.lax.select(done, reset, stepped)  # noqa: E731
+        select = lambda reset, stepped: jax.lax.select(done, reset, stepped)
         info = {**info, "terminated": terminated, "truncated": truncated, "final_observation": obs}
         return (
             jax.tree.map(select, key.reset_obs, obs),

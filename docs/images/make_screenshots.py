@@ -12,10 +12,10 @@ from pathlib import Path
 
 sys.path.insert(0, "tests")
 
-from rltui.config import RunConfig  # noqa: E402
-from rltui.ui.app import DashboardApp  # noqa: E402
+from rltui.config import RunConfig
+from rltui.ui.app import DashboardApp
 
-from fakes import FakeSession, fixed_device_stats  # noqa: E402
+from fakes import FakeSession, fixed_device_stats
 
 
 def seeds_chunk(fake: FakeSession, updates: int) -> None:

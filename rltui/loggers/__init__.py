@@ -135,7 +135,7 @@ class LoggerListener(SessionListener):
     def _call(self, logger: Logger, method: str, *args) -> None:
         try:
             getattr(logger, method)(*args)
-        except Exception as exc:  # any failure of a logger: it goes off, training goes on
+        except Exception as exc:  # noqa: BLE001 - any failure of a logger: it goes off, training goes on
             self._loggers = [known for known in self._loggers if known is not logger]
             _close_quietly(logger)
             self._warn(f"logger {logger.label} failed ({_describe(exc)}); it is off for the rest of this run")
@@ -149,7 +149,7 @@ class LoggerListener(SessionListener):
 def _close_quietly(logger: Logger) -> None:
     try:
         logger.close()
-    except Exception:  # already reported, or the run is ending: nothing left to tell
+    except Exception:  # noqa: BLE001 - already reported, or the run is ending: nothing left to tell
         pass
 
 
@@ -163,7 +163,7 @@ def open_loggers(names: Iterable[str], run_dir: Path, config: Mapping[str, Any],
             continue
         try:
             loggers.append(_open(name, Path(run_dir), config))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a logger that cannot start is a warning, not a failed run
             warn(f"logger {name} could not start ({_describe(exc)}); the run goes on without it")
     if not loggers:
         return None

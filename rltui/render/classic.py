@@ -93,7 +93,7 @@ class MountainCarRenderer(Renderer):
         position, velocity = scalar(inner.position), scalar(inner.velocity)
         canvas = BrailleCanvas(size.columns, size.rows)
         view = Viewport(canvas, -1.2, 0.6, -0.05, 1.15)
-        height = lambda x: 0.45 * math.sin(3 * x) + 0.55  # noqa: E731 - the env's hill
+        height = lambda x: 0.45 * math.sin(3 * x) + 0.55  # the env's hill
         xs = np.linspace(-1.2, 0.6, 4 * size.columns)
         view.polyline([(x, height(x)) for x in xs], "green")
         view.line(self.goal, height(self.goal), self.goal, height(self.goal) + 0.2, "red")

@@ -40,7 +40,7 @@ class CheckpointStore:
         self.keep = max(1, keep)
 
     @classmethod
-    def for_run(cls, run_dir: Path, keep: int = 3) -> "CheckpointStore":
+    def for_run(cls, run_dir: Path, keep: int = 3) -> CheckpointStore:
         return cls(Path(run_dir) / CHECKPOINT_DIR, keep)
 
     def prepare(self) -> None:

@@ -38,7 +38,9 @@ def runtime_dir() -> Path:
     """The user's private directory for sockets, created 0700 if missing; refused if
     someone else owns it or others may enter it."""
     base = os.environ.get("XDG_RUNTIME_DIR")
-    root = Path(base) / "rltui" if base and os.path.isdir(base) else Path(tempfile.gettempdir()) / f"rltui-{os.getuid()}"
+    root = (
+        Path(base) / "rltui" if base and os.path.isdir(base) else Path(tempfile.gettempdir()) / f"rltui-{os.getuid()}"
+    )
     try:
         root.mkdir(mode=0o700, exist_ok=True)
         info = os.lstat(root)

@@ -16,8 +16,9 @@ from __future__ import annotations
 import dataclasses
 import sys
 import threading
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 
 @dataclasses.dataclass(frozen=True)

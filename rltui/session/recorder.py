@@ -14,7 +14,6 @@ from rltui.session.controller import SessionListener
 from rltui.session.events import SessionEvent
 from rltui.session.metrics import MetricsSnapshot
 
-
 DISCARDED = "metrics.discarded.jsonl"
 
 

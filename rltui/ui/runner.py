@@ -68,7 +68,9 @@ def run_dashboard(
     if session.state is SessionState.ERROR:
         console.print(Text(f"Training failed: {app.state_message or 'see events.jsonl'}", style="bold red"))
     elif session.outlives_client and session.state in LIVE:
-        console.print(Text(f"Detached; the run goes on ({session.state.value}). Attach again with: rltui attach {run_dir}"))
+        console.print(
+            Text(f"Detached; the run goes on ({session.state.value}). Attach again with: rltui attach {run_dir}")
+        )
     console.print(Text(f"Run files: {run_dir}"))
     failed = session.state is SessionState.ERROR or (app.return_code or 0) != 0 or failure is not None
     return 1 if failed else 0

@@ -20,8 +20,9 @@ from __future__ import annotations
 import importlib.resources
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from textual.color import Color, ColorParseError
 from textual.theme import BUILTIN_THEMES, Theme

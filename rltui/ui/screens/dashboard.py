@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.message import Message
 from textual.containers import Container
+from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -50,15 +50,32 @@ class DashboardScreen(Screen):
         Binding("space", "app.resume", "Resume", show=False, tooltip=_PAUSE_HELP),
         Binding("e", "app.edit_hparams", "Edit", tooltip="edit a hyperparameter (applied live, no recompile)"),
         Binding("s", "app.save_checkpoint", "Save", tooltip="save a checkpoint at the next chunk boundary"),
-        Binding("r", "app.rollback", "Rollback", tooltip="roll back to the latest checkpoint (while paused; keeps the hyperparameters)"),
+        Binding(
+            "r",
+            "app.rollback",
+            "Rollback",
+            tooltip="roll back to the latest checkpoint (while paused; keeps the hyperparameters)",
+        ),
         Binding("c", "cycle_chart", "Chart", tooltip="chart the next metric"),
         Binding("m", "pick_metric", "Metric", tooltip="pick the chart's metric from a list"),
-        Binding("w", "cycle_smoothing", "Smooth", show=False,
-                tooltip="chart smoothing: off, 0.6, 0.9, 0.99 (a debiased moving average; the raw mean dimmed)"),
+        Binding(
+            "w",
+            "cycle_smoothing",
+            "Smooth",
+            show=False,
+            tooltip="chart smoothing: off, 0.6, 0.9, 0.99 (a debiased moving average; the raw mean dimmed)",
+        ),
         Binding("l", "toggle_log", "Log", show=False, tooltip="chart: log scale on the y axis (for losses)"),
         Binding("t", "toggle_x_axis", "X axis", show=False, tooltip="chart: x axis in env steps or wall time"),
-        Binding("b", "toggle_seed_view", "Seeds", tooltip="many seeds: return as mean with a min-max band, or one line per seed"),
-        Binding("v", "cycle_side_panel", "Panel", tooltip="show the next side panel (events, hyperparameters, devices)"),
+        Binding(
+            "b",
+            "toggle_seed_view",
+            "Seeds",
+            tooltip="many seeds: return as mean with a min-max band, or one line per seed",
+        ),
+        Binding(
+            "v", "cycle_side_panel", "Panel", tooltip="show the next side panel (events, hyperparameters, devices)"
+        ),
         Binding("x", "app.save_svg", "SVG", show=False, tooltip="save an SVG screenshot into the run directory"),
         Binding("question_mark", "app.help", "Help", tooltip="this help"),
         # An attached dashboard (rltui attach) shows Detach and Stop run instead of Quit.

@@ -7,7 +7,7 @@ validated change (`{name: value}`) or None when cancelled; the app submits it.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from textual import on
 from textual.app import ComposeResult

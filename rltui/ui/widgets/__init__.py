@@ -4,7 +4,7 @@ from rltui.ui.widgets.chart import CHART_METRICS, MetricChart
 from rltui.ui.widgets.devices import DevicePanel
 from rltui.ui.widgets.events import EventsLog
 from rltui.ui.widgets.hparams import HParamsPanel
-from rltui.ui.widgets.sparklines import SPARKLINE_METRICS, MetricSparkline, MetricsPanel
+from rltui.ui.widgets.sparklines import SPARKLINE_METRICS, MetricsPanel, MetricSparkline
 from rltui.ui.widgets.status import StatusBar
 
 __all__ = [

@@ -63,7 +63,8 @@ def describe_stats(stats: DeviceStats | None) -> Content:
         util = "—" if gpu.utilization_percent is None else f"{gpu.utilization_percent:.0f}%"
         lines.append(
             Content.assemble(
-                (f"GPU{gpu.index} ", "bold"), f"{gpu.name}  util {util}  mem {_memory(gpu.memory_used, gpu.memory_total)}"
+                (f"GPU{gpu.index} ", "bold"),
+                f"{gpu.name}  util {util}  mem {_memory(gpu.memory_used, gpu.memory_total)}",
             )
         )
     if not stats.gpus:

@@ -3,7 +3,7 @@ yet), then the static configuration, dimmed: changing it means a new run."""
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
