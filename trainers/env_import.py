@@ -136,6 +136,10 @@ def load(env_id: str) -> EnvSource:
                 f"env: {env_id} was an object handed to rltui.api in another Python process; "
                 "pass the env object again (rltui.api.train(..., env=...))"
             ) from None
+    from trainers import suites
+
+    if suites.suite_of(env_id) is not None:
+        return suites.load(env_id)
     ref = split_env_id(env_id)
     if not IMPORT_PATH.match(ref.path):
         raise EnvImportError(f"env: expected an import path like my_pkg.envs:make_env, got {ref.path!r}")

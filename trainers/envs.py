@@ -67,8 +67,9 @@ def make_env(env_id: str) -> EnvSpec:
     cannot be built or trained on."""
     if env_id not in SUPPORTED_ENVS:
         from trainers import env_import
+        from trainers.suites import suite_of
 
-        if env_import.is_import_path(env_id) or env_import.is_object_id(env_id):
+        if env_import.is_import_path(env_id) or env_import.is_object_id(env_id) or suite_of(env_id) is not None:
             return _make_imported(env_id)
         raise ValueError(f"env: unknown environment {env_id!r}; run `rltui envs` for the list")
     import gymnax
