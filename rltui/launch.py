@@ -197,7 +197,13 @@ def launch(args, spec=None) -> int:
 
             preflight(config.static_config().env_id, config.network)
     except (ConfigError, ValueError) as err:
-        return _error(str(err))
+        code = _error(str(err))
+        if spec is not None:
+            # JAX's distributed runtime is up: an orderly shutdown would wait for the peers,
+            # which wait for this process. The one line is said; end here.
+            sys.stderr.flush()
+            os._exit(code)
+        return code
     if spec is not None and not spec.writer:
         return _run_peer(config, devices, spec)
 

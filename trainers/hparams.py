@@ -55,7 +55,8 @@ class EnvId(Rule):
     (imported later, by the commands that must)."""
 
     def describe(self) -> str:
-        return "an environment id (`rltui envs` lists them) or an import path (`my_pkg.envs:make_env`)"
+        return ("an environment id (`rltui envs` lists them; another suite's with its prefix, "
+                "`navix:Navix-Empty-5x5-v0`) or an import path (`my_pkg.envs:make_env`)")
 
     def coerce(self, name: str, value: Any) -> str:
         if not isinstance(value, str):
