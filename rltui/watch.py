@@ -9,7 +9,9 @@ device call and some string building.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import functools
 import html
 import sys
 from pathlib import Path
@@ -41,6 +43,64 @@ class Episode:
     ret: float = 0.0
     done: bool = False
     last: StepView | None = None
+
+
+def _on_own_device(method):
+    """Run a Player method with its device as JAX's default, so that everything it makes
+    (keys, env states, hidden states) lives there."""
+
+    @functools.wraps(method)
+    def on_device(self, *args, **kwargs):
+        import jax
+
+        with jax.default_device(self.device):
+            return method(self, *args, **kwargs)
+
+    return on_device
+
+
+def watch_device(busy: list[str]):
+    """The device a live watch view steps on: one training does not use (`busy`, as
+    "platform:id"), so that its steps never queue behind a chunk on a device that runs
+    computations in order (a GPU run's view goes on the host CPU); else the first one."""
+    import jax
+
+    candidates = [*jax.local_devices(), *jax.devices("cpu")]
+    free = [d for d in candidates if f"{d.platform}:{d.id}" not in set(busy)]
+    return free[0] if free else candidates[0]
+
+
+BLOCK_STEPS = 16  # steps per device call
+
+
+class _Ahead(NamedTuple):
+    """A step computed ahead: what it showed, and the state after it (host arrays)."""
+
+    view: StepView
+    state: Any
+    obs: np.ndarray
+    hidden: Any
+    key: np.ndarray
+
+
+def _index(tree, i: int):
+    import jax
+
+    return jax.tree.map(lambda x: np.asarray(x[i]), tree)
+
+
+def _fetch(tree):
+    """Device results as host arrays. Waits by polling, never inside a blocking transfer
+    that could hold the interpreter lock while training's chunk runs: the UI thread stays
+    live whatever the device is doing."""
+    import time
+
+    import jax
+
+    leaves = [leaf for leaf in jax.tree.leaves(tree) if hasattr(leaf, "is_ready")]
+    while not all(leaf.is_ready() for leaf in leaves):
+        time.sleep(0.002)
+    return jax.device_get(tree)
 
 
 class PolicyMismatch(ValueError):
@@ -133,13 +193,14 @@ class Player:
     latest parameters."""
 
     def __init__(self, config, acting, seed: int = 0, greedy: bool = True, live: LivePolicy | None = None,
-                 policy_update: int | None = None, parallel=None, template=None):
+                 policy_update: int | None = None, parallel=None, template=None, device=None):
         import jax
 
         from trainers.parallel import build
 
+        self.device = device if device is not None else jax.local_devices()[0]
         if parallel is None:
-            parallel = build(config.static_config(), jax.local_devices()[:1])
+            parallel = build(config.static_config(), [self.device])
         self.trainer = trainer = parallel.trainer
         self.spec = trainer.spec
         self.env_id = config.env
@@ -148,7 +209,7 @@ class Player:
         self.greedy = greedy
         self.seed = seed
         self.episode_count = 0
-        self._acting_all = acting
+        self._acting_all = jax.device_put(acting, self.device)  # once, not with every step
         self.live = live
         self.policy_update = policy_update  # the update whose parameters play (live)
         if live is not None and template is None:
@@ -156,15 +217,33 @@ class Player:
         self._template = template
         self.renderer = renderer_for(config.env, self.spec.env, self.spec.params, self.spec.obs_shape)
         self._reset = jax.jit(self._reset_fn)
-        self._step = jax.jit(self._step_fn, static_argnames=("greedy",))
+        self._block = jax.jit(self._block_fn, static_argnames=("greedy", "steps"))
+        # Steps computed ahead, one block per device call: where training holds the device's
+        # compute threads (a CPU run with one XLA thread), every call waits for the chunk in
+        # flight, so the view makes few and large ones. Dropped when the mode or seed changes.
+        self._ahead: collections.deque[_Ahead] = collections.deque()
         self.episode = Episode(0)
         self.seed_index = 0
         self.new_episode()
 
-    # --- compiled pieces --------------------------------------------------------------
-    def _reset_fn(self, key):
-        obs, env_state = self.spec.env.reset(key, self.spec.params)
-        return obs, env_state
+    @property
+    def greedy(self) -> bool:
+        return self._greedy
+
+    @greedy.setter
+    def greedy(self, value: bool) -> None:
+        self._greedy = bool(value)
+        if hasattr(self, "_ahead"):
+            self._ahead.clear()
+
+    # --- compiled pieces (one device call each) -------------------------------------------
+    def _reset_fn(self, seed, episode):
+        import jax
+
+        base = jax.random.fold_in(jax.random.PRNGKey(seed), episode)
+        key, reset_key = jax.random.split(base)
+        obs, env_state = self.spec.env.reset(reset_key, self.spec.params)
+        return env_state, obs, self.trainer.initial_hidden(1), key
 
     def _step_fn(self, acting, env_state, obs, hidden, key, *, greedy: bool):
         import jax
@@ -190,42 +269,61 @@ class Player:
         return (env_state2, obs2, hidden, action, probs, policy_out, std, value, reward,
                 jnp.logical_or(terminated, truncated))
 
+    def _block_fn(self, acting_all, seed_index, env_state, obs, hidden, key, *, greedy: bool, steps: int):
+        """`steps` steps from one state, each one's outputs and the state after it."""
+        import jax
+
+        acting = acting_all if self.num_seeds == 1 else jax.tree.map(lambda x: x[seed_index], acting_all)
+
+        def one(carry, _):
+            env_state, obs, hidden, key = carry
+            key, step_key = jax.random.split(key)
+            out = self._step_fn(acting, env_state, obs, hidden, step_key, greedy=greedy)
+            return (out[0], out[1], out[2], key), (*out, key)
+
+        _, outs = jax.lax.scan(one, (env_state, obs, hidden, key), None, length=steps)
+        return outs
+
     # --- host side ----------------------------------------------------------------------
-    def acting(self):
-        import jax
-
-        if self.num_seeds == 1:
-            return self._acting_all
-        return jax.tree.map(lambda x: x[self.seed_index], self._acting_all)
-
+    @_on_own_device
     def new_episode(self) -> None:
-        import jax
-
         if self.live is not None:
             self._take_latest()
-        base = jax.random.fold_in(jax.random.PRNGKey(self.seed), self.episode_count)
-        self._key, reset_key = jax.random.split(base)
-        self._obs, self._state = self._reset(reset_key)
-        self._hidden = self.trainer.initial_hidden(1)
+        self._ahead.clear()
+        out = _fetch(self._reset(np.int32(self.seed), np.int32(self.episode_count)))
+        self._state, self._obs, self._hidden, self._key = out
         self.episode = Episode(self.seed_index)
         self.episode_count += 1
 
-    def step(self) -> StepView:
-        import jax
+    @_on_own_device
+    def _compute_ahead(self, steps: int = BLOCK_STEPS) -> None:
+        outs = _fetch(self._block(self._acting_all, np.int32(self.seed_index), self._state, self._obs,
+                                  self._hidden, self._key, greedy=self.greedy, steps=steps))
+        env_state, obs, hidden, action, probs, mean, std, value, reward, done, key = outs
+        discrete = self.spec.discrete
+        for i in range(steps):
+            def at(tree, i=i):
+                return None if tree is None else _index(tree, i)
 
+            view = StepView(
+                action=int(action[i]) if discrete else np.asarray(action[i]),
+                probs=None if probs is None else np.asarray(probs[i]),
+                mean=None if discrete else np.asarray(mean[i]),
+                std=None if std is None else np.asarray(std[i]),
+                value=float(value[i]), reward=float(reward[i]), done=bool(done[i]),
+            )
+            self._ahead.append(_Ahead(view, at(env_state), np.asarray(obs[i]), at(hidden), np.asarray(key[i])))
+            if view.done:
+                break  # the env resets itself after; the view starts the next episode its own way
+
+    def step(self) -> StepView:
         if self.episode.done:
             self.new_episode()
-        self._key, key = jax.random.split(self._key)
-        out = self._step(self.acting(), self._state, self._obs, self._hidden, key, greedy=self.greedy)
-        self._state, self._obs, self._hidden = out[0], out[1], out[2]
-        action, probs, mean, std, value, reward, done = jax.device_get(out[3:])
-        view = StepView(
-            action=int(action) if self.spec.discrete else np.asarray(action),
-            probs=None if probs is None else np.asarray(probs),
-            mean=None if self.spec.discrete else np.asarray(mean),
-            std=None if std is None else np.asarray(std),
-            value=float(value), reward=float(reward), done=bool(done),
-        )
+        if not self._ahead:
+            self._compute_ahead()
+        ahead = self._ahead.popleft()
+        self._state, self._obs, self._hidden, self._key = ahead.state, ahead.obs, ahead.hidden, ahead.key
+        view = ahead.view
         self.episode.step += 1
         self.episode.ret += view.reward
         self.episode.done = view.done
@@ -239,16 +337,17 @@ class Player:
         if snapshot is None or snapshot.update == self.policy_update:
             return
         try:
-            self._acting_all = adopt_params(self._template, snapshot.params, snapshot.obs_stats)
+            import jax
+
+            self._acting_all = jax.device_put(adopt_params(self._template, snapshot.params, snapshot.obs_stats),
+                                              self.device)
         except PolicyMismatch as err:
             self.live.problem = str(err)
             return
         self.policy_update = snapshot.update
 
     def frame(self, size: Size) -> tuple[Frame, str | None]:
-        import jax
-
-        return render_safely(self.renderer, jax.device_get(self._state), np.asarray(self._obs), size)
+        return render_safely(self.renderer, self._state, np.asarray(self._obs), size)
 
     @property
     def seed_label(self) -> str:
@@ -463,12 +562,11 @@ def live_player(config, session, seed: int = 0, cancelled=lambda: False, on_cpu:
     PolicyMismatch or ParamsUnavailable if the parameters cannot be played. `on_cpu`: see
     `prepare_jax` (an attached client)."""
     prepare_jax(on_cpu)
-    import jax
-
     from rltui.session.interface import ParamsUnavailable
     from trainers.parallel import build
 
-    parallel = build(config.static_config(), jax.local_devices()[:1])
+    device = watch_device([] if on_cpu else list(session.describe().get("devices", ())))
+    parallel = build(config.static_config(), [device])
     template = acting_template(config, parallel)
     live = LivePolicy(session)
     live.ask()
@@ -481,7 +579,7 @@ def live_player(config, session, seed: int = 0, cancelled=lambda: False, on_cpu:
             raise ParamsUnavailable(live.problem)
     acting = adopt_params(template, snapshot.params, snapshot.obs_stats)
     return Player(config, acting, seed=seed, live=live, policy_update=snapshot.update, parallel=parallel,
-                  template=template)
+                  template=template, device=device)
 
 
 def cmd_watch(args) -> int:

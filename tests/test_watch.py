@@ -62,6 +62,16 @@ def test_record_to_a_read_only_directory_is_one_line_exit_2(run_dir, tmp_path):
     assert result.returncode == 2 and "permission denied" in result.stderr
 
 
+async def settled(pilot, screen, predicate=lambda: True, timeout: float = 60.0) -> None:
+    """Until the steps asked for are taken and their frame is on screen (and `predicate`)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while screen._steps_asked or screen.shown < 1 or not screen._frame_shown.is_set() or not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await pilot.pause(0.02)
+
+
 def test_watch_view_opens_steps_switches_mode_and_closes(run_dir):
     asyncio.run(_opens_steps_switches_mode_and_closes(run_dir))
 
@@ -75,18 +85,18 @@ async def _opens_steps_switches_mode_and_closes(run_dir):
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, WatchScreen)
-        await pilot.press("n")  # pauses and steps one frame
-        await pilot.pause()
+        await pilot.press("n")  # pauses and steps one frame (in the view's worker thread)
+        await settled(pilot, screen)
         assert screen.paused and player.episode.step >= 1
         step = player.episode.step
         await pilot.press("n")
-        await pilot.pause()
+        await settled(pilot, screen)
         assert player.episode.step == step + 1 or player.episode.step == 1  # or a new episode began
         info = str(screen.query_one("#watch-info").render())
         assert "greedy" in info and "V(s)" in info and "action" in info
         await pilot.press("g")
-        await pilot.pause()
-        assert not player.greedy and "sampled" in str(screen.query_one("#watch-info").render())
+        await settled(pilot, screen, lambda: "sampled" in str(screen.query_one("#watch-info").render()))
+        assert not player.greedy
         picture = str(screen.query_one("#watch-picture").render())
         assert "⠀" in picture or any(0x2800 <= ord(c) <= 0x28FF for c in picture)  # braille drawing
         await pilot.press("plus")
@@ -107,5 +117,4 @@ async def _small_terminal(run_dir):
     async with app.run_test(size=(50, 8)) as pilot:
         await pilot.pause()
         app.screen.refresh_view()
-        await pilot.pause()
-        assert "needs" in str(app.screen.query_one("#watch-picture").render())
+        await settled(pilot, app.screen, lambda: "needs" in str(app.screen.query_one("#watch-picture").render()))

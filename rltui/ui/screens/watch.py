@@ -161,21 +161,22 @@ class WatchScreen(Screen):
                 return
             if not self._frame_shown.wait(POLL_SECONDS):
                 continue  # the UI has not shown the last frame yet: never queue frames up
-            acted = False
+            acted = by_key = False
             if self._seed_asked:
                 self._seed_asked = False
                 self.player.next_seed()
                 acted = True
             if self._steps_asked:
-                self._steps_asked -= 1
                 self._advance()
-                acted = True
+                acted = by_key = True
             elif playing and time.monotonic() >= due:
                 self._advance()
                 acted = True
                 due = max(due + 1.0 / self.fps, time.monotonic() - 1.0 / self.fps)
             if acted or self._redraw_asked:
                 self._draw()
+            if by_key:  # after its frame is posted: a step asked for is done once it shows
+                self._steps_asked -= 1
             if not playing:
                 due = time.monotonic()
 
