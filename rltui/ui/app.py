@@ -432,7 +432,7 @@ class DashboardApp(App[None]):
         """The watch view on the run's own env, playing its current parameters (copied by
         the session at a chunk boundary, or sent by an attached run on request); stepped in
         a worker thread, so neither the UI nor training waits for it."""
-        from rltui.ui.screens.watch import WatchScreen
+        from rltui.ui.screens.watch import LIVE_SPEED, WatchScreen
         from rltui.watch import live_imports, live_player
 
         if isinstance(self.screen, WatchScreen):
@@ -446,7 +446,8 @@ class DashboardApp(App[None]):
         def make_player(cancelled):
             return live_player(config, session, cancelled=cancelled, on_cpu=self.attached)
 
-        self.push_screen(WatchScreen(make_player=make_player, title=f"{config.env}: the policy as it trains"))
+        self.push_screen(WatchScreen(make_player=make_player, speed=LIVE_SPEED,
+                                     title=f"{config.env}: the policy as it trains"))
 
     def action_detach(self) -> None:
         """Leave an attached run; it goes on (run_dashboard closes the connection)."""

@@ -25,6 +25,7 @@ from textual.worker import get_current_worker
 from rltui.render import Size, too_small
 
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)  # frames per second
+LIVE_SPEED = 15.0  # the dashboard's view starts at this speed (- slows it, leaving training more CPU)
 LEGEND_ROWS = 2
 POLL_SECONDS = 0.2  # the worker looks at least this often whether it should stop
 
