@@ -113,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("--seed", type=int, default=0, help="seed for the episodes (default 0)")
     watch.add_argument("--record", metavar="OUT.svg", help="write the episodes to an animated SVG file, no view")
 
-    sub.add_parser("envs", help="list the supported environments", description="List the supported gymnax environments.")
+    sub.add_parser(
+        "envs", help="list the supported environments", description="List the supported gymnax environments."
+    )
 
     check_env = sub.add_parser(
         "check-env", help="check that an environment will train",
@@ -122,9 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
         "determinism, episode ends, one policy update) and print each check. Exit 0 when training will work, 2 "
         "otherwise.",
     )
-    check_env.add_argument("spec", metavar="SPEC", help="an env id (rltui envs) or an import path, my_pkg.envs:make_env")
+    check_env.add_argument(
+        "spec", metavar="SPEC", help="an env id (rltui envs) or an import path, my_pkg.envs:make_env"
+    )
     check_env.add_argument("--env-kwargs", metavar="TABLE", help="keyword arguments for an import path, e.g. '{n = 3}'")
-    check_env.add_argument("--network", default="mlp", choices=("mlp", "gru", "cnn"), help="policy network (default mlp)")
+    check_env.add_argument(
+        "--network", default="mlp", choices=("mlp", "gru", "cnn"), help="policy network (default mlp)"
+    )
     check_env.add_argument("--algo", default="ppo", choices=("ppo", "reinforce"), help="algorithm (default ppo)")
 
     attach = sub.add_parser(
@@ -185,8 +191,11 @@ def cmd_envs(args: argparse.Namespace) -> int:
         if spec.discrete:
             actions = f"discrete ({spec.num_actions})"
         else:
-            actions = f"continuous ({spec.num_actions}-dim, [{float(spec.action_low.min()):g}, {float(spec.action_high.max()):g}])"
-        print(f"{env_id:<26} {shape:<14} {actions:<32} {_preset_summary(env_id in tuned, presets.result('ppo', env_id))}")
+            low, high = float(spec.action_low.min()), float(spec.action_high.max())
+            actions = f"continuous ({spec.num_actions}-dim, [{low:g}, {high:g}])"
+        print(
+            f"{env_id:<26} {shape:<14} {actions:<32} {_preset_summary(env_id in tuned, presets.result('ppo', env_id))}"
+        )
     _print_suites()
     return 0
 

@@ -74,7 +74,9 @@ def wait_for_metrics(proc: subprocess.Popen, path: Path, timeout: float = 180) -
 def test_closed_output_keeps_training_to_the_end(tmp_path, cache, when):
     # `rltui launch --no-ui ... 2>&1 | head -1`: the reader leaves; the run goes on as under
     # nohup, to its final checkpoint and exit code 0, and its events say the output went.
-    run_dir, updates = tmp_path / "run", 120
+    # Mid-run, training must outlast the reader by far (a warm compile cache makes 120
+    # updates a fraction of a second), so that the display writes again while it trains.
+    run_dir, updates = tmp_path / "run", 120 if when == "after the first line" else 3000
     proc = subprocess.Popen(
         [sys.executable, "-m", "rltui", *launch_args(run_dir, updates, "--set", "checkpoint_every_updates=10")],
         cwd=tmp_path, env=cli_env(cache), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -125,10 +127,12 @@ entry()
     (1, "the latest checkpoint on disk is checkpoint-"),
 ])
 def test_full_disk_at_the_final_checkpoint_exits_1_saying_what_is_on_disk(tmp_path, cache, good, on_disk):
+    # A checkpoint every update: the first chunk is one update, so the first write is the
+    # checkpoint of update 1 and the final one comes later, however the rest is chunked.
     run_dir = tmp_path / "run"
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(_FULL_DISK_AFTER), str(good),
-         *launch_args(run_dir, 40, "--set", "checkpoint_every_updates=15")],
+         *launch_args(run_dir, 40, "--set", "checkpoint_every_updates=1")],
         cwd=tmp_path, env=cli_env(cache), capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 1, result.stderr[-3000:]

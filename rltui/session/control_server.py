@@ -33,10 +33,9 @@ import selectors
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
-
-from trainers.hparams import HParamError
+from typing import Any, NamedTuple
 
 from rltui import __version__
 from rltui.session import protocol
@@ -54,6 +53,7 @@ from rltui.session.events import SessionEvent, SessionState
 from rltui.session.interface import SessionClient
 from rltui.session.metrics import MetricsSnapshot
 from rltui.session.protocol import ProtocolError
+from trainers.hparams import HParamError
 
 HISTORY = 4096  # update records sent to a client on connect (the session keeps as many)
 EVENTS = 500  # recent events sent to a client on connect

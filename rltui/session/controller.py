@@ -643,7 +643,9 @@ class TrainingSession:
         self._notify("on_state", state, message)
 
     def _event(self, kind: str, message: str, **data) -> None:
-        event = SessionEvent(kind=kind, update=self._updates_done, message=message, wall_time=self._elapsed(), data=data)
+        event = SessionEvent(
+            kind=kind, update=self._updates_done, message=message, wall_time=self._elapsed(), data=data
+        )
         self._notify("on_event", event)
 
     def _notify(self, method: str, *args) -> None:

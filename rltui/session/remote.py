@@ -15,10 +15,11 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,9 @@ def _connect(run_dir: Path, timeout: float) -> socket.socket:
         connect_retrying(sock, path, timeout)
     except (ConnectionRefusedError, FileNotFoundError):
         sock.close()
-        raise AttachError(f"{run_dir}: no run is listening there (the socket is left over: the run has ended)") from None
+        raise AttachError(
+            f"{run_dir}: no run is listening there (the socket is left over: the run has ended)"
+        ) from None
     except PermissionError:
         sock.close()
         raise AttachError(f"{path}: permission denied (the run belongs to another user)") from None
@@ -118,7 +121,7 @@ class RemoteSession:
         self._thread.start()
 
     @classmethod
-    def connect(cls, run_dir: Path | str, timeout: float = 5.0) -> "RemoteSession":
+    def connect(cls, run_dir: Path | str, timeout: float = 5.0) -> RemoteSession:
         """Attach to the run in `run_dir`; AttachError (one line) if none is listening."""
         run_dir = Path(os.path.abspath(run_dir))
         sock = _connect(run_dir, timeout)

@@ -12,8 +12,8 @@ on when the dashboard leaves, and is stopped only by its own confirmed key.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -38,8 +38,8 @@ from rltui.ui.messages import (
     SessionStateChanged,
 )
 from rltui.ui.screens import DashboardScreen, HelpScreen, HParamEditor, QuitConfirm, StopRunConfirm
-from trainers.hparams import ALGO_HPARAMS
 from rltui.ui.themes import load_themes, resolve_theme_name
+from trainers.hparams import ALGO_HPARAMS
 
 # After Stop, how long to wait for the chunk in flight (or a compile) before giving up:
 # the session thread is a daemon, so the process can still exit.
@@ -499,9 +499,13 @@ class DashboardApp(App[None]):
         else:
             yield SystemCommand("Quit", "Stops training; asks first while it runs (q)", self.action_quit)
         yield SystemCommand("Pause / resume training", "At the next chunk boundary (p)", self.action_toggle_pause)
-        yield SystemCommand("Edit hyperparameters", "Change lr, gamma, ... live, no recompile (e)", self.action_edit_hparams)
+        yield SystemCommand(
+            "Edit hyperparameters", "Change lr, gamma, ... live, no recompile (e)", self.action_edit_hparams
+        )
         yield SystemCommand("Save checkpoint", "At the next chunk boundary (s)", self.action_save_checkpoint)
-        yield SystemCommand("Roll back to the latest checkpoint", "While paused, e.g. after divergence (r)", self.action_rollback)
+        yield SystemCommand(
+            "Roll back to the latest checkpoint", "While paused, e.g. after divergence (r)", self.action_rollback
+        )
         if self.attached:
             yield SystemCommand("Stop the run", "For every client; asks first (k)", self.action_stop_run)
         yield SystemCommand("Next chart metric", "Cycle what the chart shows (c)", self.action_cycle_chart)
@@ -510,7 +514,9 @@ class DashboardApp(App[None]):
                             self.dashboard.action_cycle_smoothing)
         yield SystemCommand("Chart log scale", "On the y axis, for losses (l)", self.dashboard.action_toggle_log)
         yield SystemCommand("Chart x axis", "Env steps or wall time (t)", self.dashboard.action_toggle_x_axis)
-        yield SystemCommand("Next side panel", "Events, hyperparameters, devices on small screens (v)", self.action_cycle_side_panel)
+        yield SystemCommand(
+            "Next side panel", "Events, hyperparameters, devices on small screens (v)", self.action_cycle_side_panel
+        )
         yield SystemCommand("Save SVG screenshot", f"Into the run directory {self.run_dir} (x)", self.action_save_svg)
         yield SystemCommand("Watch the agent", f"The policy playing its env, live ({WATCH_KEY})", self.action_watch)
         yield SystemCommand("Help", "Keys and how the dashboard works (?)", self.action_help)

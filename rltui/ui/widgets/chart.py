@@ -33,11 +33,18 @@ SMOOTHING = (0.0, 0.6, 0.9, 0.99)  # the weights `w` steps through; 0 is off
 X_AXES = ("steps", "time")
 
 
-def band_path(xs: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[list[float], list[float]]:
+def band_path(
+    xs: np.ndarray, lo: np.ndarray, hi: np.ndarray, columns: int | None = None
+) -> tuple[list[float], list[float]]:
     """A zigzag through each point's low and high (low-high at one x, high-low at the
-    next): drawn as a line, its vertical strokes fill the band between them."""
+    next): drawn as a line, its vertical strokes fill the band between them. `columns`:
+    the band is first resampled onto that many evenly spaced x (the chart's dot columns),
+    so that a curve with fewer points than the chart has columns is filled too."""
     keep = np.isfinite(lo) & np.isfinite(hi)
     xs, lo, hi = xs[keep], lo[keep], hi[keep]
+    if columns is not None and 1 < len(xs) < columns:
+        dense = np.linspace(xs[0], xs[-1], columns)
+        xs, lo, hi = dense, np.interp(dense, xs, lo), np.interp(dense, xs, hi)
     ends = np.stack([lo, hi], axis=1)
     ends[1::2] = ends[1::2, ::-1]
     return np.repeat(xs, 2).tolist(), ends.ravel().tolist()
@@ -244,7 +251,7 @@ class MetricChart(PlotextPlot):
                     plt.plot(xs[keep].tolist(), ys.tolist(), marker="braille", color=colour, label=f"seed {k}")
             else:
                 # The band: each bucket's minimum to maximum (over its updates, or its seeds).
-                plt.plot(*band_path(xs, lo, hi), marker="braille", color=band)
+                plt.plot(*band_path(xs, lo, hi, columns=2 * self.size.width), marker="braille", color=band)
                 keep = np.isfinite(series.mean)
                 if self.smoothing:
                     plt.plot(xs[keep].tolist(), series.mean[keep].tolist(), marker="braille", color=band)
