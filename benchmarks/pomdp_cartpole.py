@@ -7,7 +7,7 @@ position and pole angle only; the velocities are masked out of the observation).
 For each network and seed: the mean episode return of the first and last 10 updates, the
 best 10 in a row, the mean greedy return of 16 evaluation episodes at the end, and the wall
 time of training (compile excluded, reported apart). The defaults are the configuration of
-tests/test_learning.py's GRU test (8 envs x 64 steps, 4 minibatches, 4 epochs, lr 2e-3
+tests/trainers/test_learning.py's GRU test (8 envs x 64 steps, 4 minibatches, 4 epochs, lr 2e-3
 annealed, hidden_sizes 64 64).
 """
 

@@ -4,7 +4,7 @@
 
 The page is rendered from `rltui.config.KEYS` (each key's meaning, rule and kind) and
 `RunConfig`'s defaults, so the documentation cannot drift from the code;
-tests/test_docs.py fails when the committed page differs from what this renders.
+tests/cli/test_docs.py fails when the committed page differs from what this renders.
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@ end to end against the real trainer."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from fakes import FakeSession, fixed_device_stats
 TIMEOUT = 10.0
 
 
-def run_scenario(session, run_dir: Path, scenario, size=(100, 30), config=None, **app_kwargs) -> DashboardApp:
+async def run_scenario(session, run_dir: Path, scenario, size=(100, 30), config=None, **app_kwargs) -> DashboardApp:
     app_kwargs.setdefault("device_source", fixed_device_stats())
     app_kwargs.setdefault("user_theme_dir", run_dir / "no-user-themes")
     app = DashboardApp(session, config or RunConfig(), run_dir, chart_interval=0, refresh_interval=0, **app_kwargs)
@@ -34,7 +33,7 @@ def run_scenario(session, run_dir: Path, scenario, size=(100, 30), config=None, 
             await until(pilot, lambda: session.started)
             await scenario(app, pilot)
 
-    asyncio.run(main())
+    await main()
     return app
 
 
@@ -64,7 +63,7 @@ def progress_text(app: DashboardApp) -> str:
     return str(app.dashboard.query_one("#progress").content)
 
 
-def test_widgets_show_the_session_values(tmp_path):
+async def test_widgets_show_the_session_values(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -89,7 +88,7 @@ def test_widgets_show_the_session_values(tmp_path):
         await until(pilot, lambda: "something odd" in app.dashboard.events_log.text)
         assert "[   42] warning" in app.dashboard.events_log.text
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
 @pytest.mark.parametrize("kind, message, shown", [
@@ -107,7 +106,7 @@ def test_events_log_does_not_repeat_the_kind(kind, message, shown):
     assert format_event(SessionEvent(kind=kind, update=7, message=message, wall_time=0.0)).plain == shown
 
 
-def test_pause_shows_pausing_until_the_session_confirms(tmp_path):
+async def test_pause_shows_pausing_until_the_session_confirms(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -125,10 +124,10 @@ def test_pause_shows_pausing_until_the_session_confirms(tmp_path):
         await until(pilot, lambda: status_text(app) == "running")
         assert "paused    at update 0" in app.dashboard.events_log.text
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_valid_edit_is_submitted_logged_and_marked_on_the_chart(tmp_path):
+async def test_valid_edit_is_submitted_logged_and_marked_on_the_chart(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -143,10 +142,10 @@ def test_valid_edit_is_submitted_logged_and_marked_on_the_chart(tmp_path):
         assert app.pending_edits == {}
         assert fake.hparams.gamma == pytest.approx(0.98)
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_an_edit_applied_while_paused_shows_at_once(tmp_path):
+async def test_an_edit_applied_while_paused_shows_at_once(tmp_path):
     """No snapshot comes while paused: the panel must not wait for one."""
     fake = FakeSession()
 
@@ -159,10 +158,10 @@ def test_an_edit_applied_while_paused_shows_at_once(tmp_path):
         shown = str(app.dashboard.query_one("#hp-dynamic").content)
         assert shown.splitlines()[0].split() == ["lr", "0.001"], shown
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_invalid_edit_is_refused_in_the_editor(tmp_path):
+async def test_invalid_edit_is_refused_in_the_editor(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -178,10 +177,10 @@ def test_invalid_edit_is_refused_in_the_editor(tmp_path):
         assert not isinstance(app.screen, HParamEditor)
         assert fake.commands_of(SetHParams) == []
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_moving_to_another_field_clears_the_refused_value(tmp_path):
+async def test_moving_to_another_field_clears_the_refused_value(tmp_path):
     """Text typed for lr (and refused) must not become the start of gamma's value."""
     fake = FakeSession()
 
@@ -195,10 +194,10 @@ def test_moving_to_another_field_clears_the_refused_value(tmp_path):
         await pilot.press("0", ".", "9", "enter")
         assert fake.commands_of(SetHParams) == [SetHParams({"gamma": 0.9})]
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_editor_opens_on_the_first_field_every_time(tmp_path):
+async def test_editor_opens_on_the_first_field_every_time(tmp_path):
     """Users count their down presses from lr, whatever they edited last."""
     fake = FakeSession()
 
@@ -211,10 +210,10 @@ def test_editor_opens_on_the_first_field_every_time(tmp_path):
         await pilot.press("down", "0", ".", "9", "5", "enter")  # gamma again
         assert fake.commands_of(SetHParams) == [SetHParams({"gamma": 0.98}), SetHParams({"gamma": 0.95})]
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_save_checkpoint_submits_and_logs_the_answer(tmp_path):
+async def test_save_checkpoint_submits_and_logs_the_answer(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -222,10 +221,10 @@ def test_save_checkpoint_submits_and_logs_the_answer(tmp_path):
         assert fake.commands_of(SaveCheckpoint) == [SaveCheckpoint()]
         await until(pilot, lambda: "checkpoint saved at update 0" in app.dashboard.events_log.text)
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_rollback_only_while_paused(tmp_path):
+async def test_rollback_only_while_paused(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -242,10 +241,10 @@ def test_rollback_only_while_paused(tmp_path):
         assert fake.commands_of(Rollback) == [Rollback()]
         await until(pilot, lambda: "rolled back from update 0" in app.dashboard.events_log.text)
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_keys_of_an_ended_run_are_hidden_and_say_why(tmp_path):
+async def test_keys_of_an_ended_run_are_hidden_and_say_why(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -261,10 +260,10 @@ def test_keys_of_an_ended_run_are_hidden_and_say_why(tmp_path):
         assert fake.commands == [] and not isinstance(app.screen, HParamEditor)
         assert notes(app) == ["The run has ended."] * 4
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_stop_run_of_an_ended_attached_run_says_why(tmp_path):
+async def test_stop_run_of_an_ended_attached_run_says_why(tmp_path):
     class AttachedSession(FakeSession):
         outlives_client = True  # like rltui attach: the run goes on without the dashboard
 
@@ -277,10 +276,10 @@ def test_stop_run_of_an_ended_attached_run_says_why(tmp_path):
         assert not isinstance(app.screen, StopRunConfirm) and fake.commands == []
         assert notes(app)[-1] == "The run has ended."
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_divergence_alerts_and_offers_rollback(tmp_path):
+async def test_divergence_alerts_and_offers_rollback(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -291,10 +290,10 @@ def test_divergence_alerts_and_offers_rollback(tmp_path):
         await pilot.press("r")
         assert fake.commands_of(Rollback) == [Rollback()]
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_messages_before_the_dashboard_is_ready_are_kept(tmp_path):
+async def test_messages_before_the_dashboard_is_ready_are_kept(tmp_path):
     """A session that is already running can report before the widgets exist."""
     fake = FakeSession()
     fake.start()
@@ -308,10 +307,10 @@ def test_messages_before_the_dashboard_is_ready_are_kept(tmp_path):
             await until(pilot, lambda: "early bird" in app.dashboard.events_log.text)
             await until(pilot, lambda: "update 5/" in progress_text(app))
 
-    asyncio.run(main())
+    await main()
 
 
-def test_nan_and_inf_metrics_do_not_crash(tmp_path):
+async def test_nan_and_inf_metrics_do_not_crash(tmp_path):
     fake = FakeSession()
     bad = {name: value for name, value in zip(
         ("episode_return", "policy_loss", "value_loss", "entropy", "approx_kl", "lr", "grad_norm"),
@@ -335,10 +334,10 @@ def test_nan_and_inf_metrics_do_not_crash(tmp_path):
         await pilot.pause()
         assert app.return_code is None  # still running: nothing crashed
 
-    run_scenario(fake, tmp_path, scenario, size=(160, 48))
+    await run_scenario(fake, tmp_path, scenario, size=(160, 48))
 
 
-def test_quit_asks_while_training_and_stops_cleanly_mid_chunk(tmp_path):
+async def test_quit_asks_while_training_and_stops_cleanly_mid_chunk(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -358,12 +357,12 @@ def test_quit_asks_while_training_and_stops_cleanly_mid_chunk(tmp_path):
         await until(pilot, lambda: app.return_code == 0)
 
     started = time.monotonic()
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
     assert time.monotonic() - started < 5
     assert fake.join(TIMEOUT) and fake.state is SessionState.FINISHED
 
 
-def test_quit_question_says_what_training_is_doing(tmp_path):
+async def test_quit_question_says_what_training_is_doing(tmp_path):
     fake = FakeSession()
 
     def question(app) -> str:
@@ -386,10 +385,10 @@ def test_quit_question_says_what_training_is_doing(tmp_path):
         await pilot.press("n")
         assert fake.commands_of(Stop) == []
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_second_quit_while_stopping_exits_at_once(tmp_path):
+async def test_second_quit_while_stopping_exits_at_once(tmp_path):
     """A compile cannot be interrupted: q again leaves without waiting for it."""
     fake = FakeSession()
 
@@ -401,14 +400,14 @@ def test_second_quit_while_stopping_exits_at_once(tmp_path):
         await pilot.press("q")
         assert app.return_code == 0
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
     assert not fake.join(0.05)  # still mid-chunk after the app has gone
     fake.release_chunk()
     assert fake.join(TIMEOUT)  # listener calls after the app exited were harmless
     assert fake.state is SessionState.FINISHED
 
 
-def test_quit_after_the_run_ended_does_not_ask(tmp_path):
+async def test_quit_after_the_run_ended_does_not_ask(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -422,10 +421,10 @@ def test_quit_after_the_run_ended_does_not_ask(tmp_path):
         await pilot.press("q")
         assert app.return_code == 0
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_compiling_shows_elapsed_seconds(tmp_path):
+async def test_compiling_shows_elapsed_seconds(tmp_path):
     fake = FakeSession()
     now = [100.0]
 
@@ -435,10 +434,10 @@ def test_compiling_shows_elapsed_seconds(tmp_path):
         now[0] += 12.2
         await until(pilot, lambda: status_text(app) == "compiling 12 s", timeout=3)
 
-    run_scenario(fake, tmp_path, scenario, clock=lambda: now[0])
+    await run_scenario(fake, tmp_path, scenario, clock=lambda: now[0])
 
 
-def test_elapsed_goes_on_while_paused_and_stops_when_the_run_ends(tmp_path):
+async def test_elapsed_goes_on_while_paused_and_stops_when_the_run_ends(tmp_path):
     """The session's elapsed time includes pauses, but no snapshot comes while paused."""
     fake = FakeSession()
     now = [100.0]
@@ -456,11 +455,11 @@ def test_elapsed_goes_on_while_paused_and_stops_when_the_run_ends(tmp_path):
         await pilot.pause(1.2)  # a tick: the run's clock has stopped
         assert "elapsed 0:15" in progress_text(app)
 
-    run_scenario(fake, tmp_path, scenario, clock=lambda: now[0])
+    await run_scenario(fake, tmp_path, scenario, clock=lambda: now[0])
 
 
 @pytest.mark.parametrize("algo", ["ppo", "reinforce"])
-def test_chart_passes_over_a_metric_the_algorithm_does_not_define(tmp_path, algo):
+async def test_chart_passes_over_a_metric_the_algorithm_does_not_define(tmp_path, algo):
     fake = FakeSession()
     # Before any episode ends the return is NaN: still a metric the chart shows. REINFORCE
     # has no clip fraction (NaN in every update): the chart passes over it.
@@ -476,10 +475,10 @@ def test_chart_passes_over_a_metric_the_algorithm_does_not_define(tmp_path, algo
         expected = {name for name, _ in CHART_METRICS} - ({"clip_frac"} if algo == "reinforce" else set())
         assert set(seen) == expected and len(seen) == len(CHART_METRICS)
 
-    run_scenario(fake, tmp_path, scenario, config=RunConfig(algo=algo))
+    await run_scenario(fake, tmp_path, scenario, config=RunConfig(algo=algo))
 
 
-def test_chart_labels_env_steps_compactly(tmp_path):
+async def test_chart_labels_env_steps_compactly(tmp_path):
     fake = FakeSession(total_updates=4000)
 
     def chart_text(app) -> str:
@@ -493,7 +492,7 @@ def test_chart_labels_env_steps_compactly(tmp_path):
         x_labels = chart_text(app).splitlines()[-1].split()  # under the x axis
         assert x_labels == ["0.5M", "1.0M", "1.5M"]
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
 @pytest.mark.parametrize("low, high, most, labels", [
@@ -513,7 +512,7 @@ def test_count_ticks_are_round_and_compact(low, high, most, labels):
     assert all(low <= tick <= high for tick in ticks)
 
 
-def test_side_panels_cycle_on_a_small_screen(tmp_path):
+async def test_side_panels_cycle_on_a_small_screen(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -527,10 +526,10 @@ def test_side_panels_cycle_on_a_small_screen(tmp_path):
         assert shown() == ["hparams", "devices", "events"]
         assert app.dashboard.check_action("cycle_side_panel", ()) is False
 
-    run_scenario(fake, tmp_path, scenario, size=(80, 24))
+    await run_scenario(fake, tmp_path, scenario, size=(80, 24))
 
 
-def test_screenshot_key_saves_an_svg_into_the_run_directory(tmp_path):
+async def test_screenshot_key_saves_an_svg_into_the_run_directory(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -538,12 +537,12 @@ def test_screenshot_key_saves_an_svg_into_the_run_directory(tmp_path):
         await until(pilot, lambda: "update 7/" in progress_text(app))
         await pilot.press("x")
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
     (svg,) = tmp_path.glob("screenshot-u000007-*.svg")
     assert svg.read_text().startswith("<svg")
 
 
-def test_help_screen_and_command_palette_list_every_action(tmp_path):
+async def test_help_screen_and_command_palette_list_every_action(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -558,10 +557,10 @@ def test_help_screen_and_command_palette_list_every_action(tmp_path):
                       "Next side panel", "Save SVG screenshot", "Help", "Theme", "Quit"):
             assert title in titles
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_themes_are_registered_and_selectable(tmp_path):
+async def test_themes_are_registered_and_selectable(tmp_path):
     user_dir = tmp_path / "themes"
     user_dir.mkdir()
     (user_dir / "mine.toml").write_text('name = "mine"\nprimary = "#ff0000"\ndark = false\n')
@@ -575,7 +574,7 @@ def test_themes_are_registered_and_selectable(tmp_path):
         app.theme = "mine"
         await pilot.pause()
 
-    run_scenario(FakeSession(), tmp_path, scenario, theme="light", user_theme_dir=user_dir)
+    await run_scenario(FakeSession(), tmp_path, scenario, theme="light", user_theme_dir=user_dir)
 
 
 def test_theme_names_for_the_cli(tmp_path):
@@ -599,7 +598,7 @@ def test_unknown_theme_is_an_error_before_anything_starts(tmp_path):
     assert not fake.started
 
 
-def test_end_to_end_with_the_real_trainer(tmp_path):
+async def test_end_to_end_with_the_real_trainer(tmp_path):
     """Launch over a real session, wait for metrics, pause, edit lr, resume, quit."""
     from rltui.session import TrainingSession
     from rltui.session.backend import JaxBackend
@@ -625,7 +624,7 @@ def test_end_to_end_with_the_real_trainer(tmp_path):
             await pilot.press("q", "y")
 
     seen = {}
-    asyncio.run(main())
+    await main()
     assert session.join(TIMEOUT)
     assert session.state is SessionState.FINISHED
     assert float(session.hparams.lr) == pytest.approx(1e-3)
@@ -645,7 +644,7 @@ def _eta(app) -> str | None:
     return found.group(1) if found else None
 
 
-def test_eta_waits_for_the_second_chunk_after_each_start(tmp_path):
+async def test_eta_waits_for_the_second_chunk_after_each_start(tmp_path):
     # The first chunk after a start (or a resume) pays start-up costs: its speed would
     # throw the ETA, so it shows a dash until the second.
     fake = FakeSession()
@@ -669,10 +668,10 @@ def test_eta_waits_for_the_second_chunk_after_each_start(tmp_path):
         await until(pilot, lambda: "update 40/" in progress_text(app))
         assert _eta(app) == "0:09"
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_a_stopped_or_failed_run_shows_no_eta(tmp_path):
+async def test_a_stopped_or_failed_run_shows_no_eta(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -686,7 +685,7 @@ def test_a_stopped_or_failed_run_shows_no_eta(tmp_path):
         assert status_text(app) == "finished"
         assert _eta(app) is None and "update 20/1,000" in progress_text(app)
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
     failed = FakeSession()
 
@@ -700,10 +699,10 @@ def test_a_stopped_or_failed_run_shows_no_eta(tmp_path):
         await until(pilot, lambda: app.session_state is SessionState.ERROR)
         assert _eta(app) is None
 
-    run_scenario(failed, tmp_path, failing)
+    await run_scenario(failed, tmp_path, failing)
 
 
-def test_the_quit_question_of_a_paused_run_offers_to_keep_it_paused(tmp_path):
+async def test_the_quit_question_of_a_paused_run_offers_to_keep_it_paused(tmp_path):
     fake = FakeSession()
 
     def no_button(app) -> str:
@@ -721,10 +720,10 @@ def test_the_quit_question_of_a_paused_run_offers_to_keep_it_paused(tmp_path):
         await pilot.press("n")
         assert status_text(app) == "paused" and fake.commands_of(Stop) == []
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_on_pause_the_status_line_shows_the_update_it_paused_at(tmp_path):
+async def test_on_pause_the_status_line_shows_the_update_it_paused_at(tmp_path):
     # Snapshots are drawn at most once per refresh_interval; pausing must not leave an
     # older update on the status line beside the event that names the newer one.
     fake = FakeSession()
@@ -743,10 +742,10 @@ def test_on_pause_the_status_line_shows_the_update_it_paused_at(tmp_path):
             await until(pilot, lambda: "paused    at update 15" in app.dashboard.events_log.text, timeout=2)
             assert "update 15/" in progress_text(app) and status_text(app) == "paused"
 
-    asyncio.run(main())
+    await main()
 
 
-def test_palette_quit_says_it_asks_and_has_no_keys_entry(tmp_path):
+async def test_palette_quit_says_it_asks_and_has_no_keys_entry(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -755,11 +754,11 @@ def test_palette_quit_says_it_asks_and_has_no_keys_entry(tmp_path):
         assert "as soon as possible" not in commands["Quit"] and "asks first" in commands["Quit"]
         assert list(commands).count("Quit") == 1
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
 @pytest.mark.parametrize("key, dialog", [("q", QuitConfirm), ("e", HParamEditor), ("question_mark", HelpScreen)])
-def test_dialogs_leave_the_dashboard_in_sight(tmp_path, key, dialog):
+async def test_dialogs_leave_the_dashboard_in_sight(tmp_path, key, dialog):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -773,10 +772,10 @@ def test_dialogs_leave_the_dashboard_in_sight(tmp_path, key, dialog):
         screen = app.export_screenshot()
         assert "episode" in screen and "update" in screen and "30/1,000" in screen.replace("&#160;", " ")
 
-    run_scenario(fake, tmp_path, scenario, size=(120, 40))
+    await run_scenario(fake, tmp_path, scenario, size=(120, 40))
 
 
-def test_screenshot_leaves_out_the_notes_on_screen(tmp_path):
+async def test_screenshot_leaves_out_the_notes_on_screen(tmp_path):
     fake = FakeSession()
     app = DashboardApp(fake, RunConfig(), tmp_path, device_source=fixed_device_stats(), chart_interval=0,
                        refresh_interval=0, user_theme_dir=tmp_path / "no-user-themes")
@@ -796,14 +795,14 @@ def test_screenshot_leaves_out_the_notes_on_screen(tmp_path):
             await until(pilot, lambda: any(tmp_path.glob("screenshot-*.svg")))
             await pilot.pause(0.1)
 
-    asyncio.run(main())
+    await main()
     (svg,) = tmp_path.glob("screenshot-u000007-*.svg")
     text = svg.read_text().replace("&#160;", " ")
     assert "update 7/1,000" in text
     assert "earlier" not in text and "screenshot saved" not in text
 
 
-def test_at_80_columns_the_progress_line_keeps_the_eta_whole(tmp_path):
+async def test_at_80_columns_the_progress_line_keeps_the_eta_whole(tmp_path):
     fake = FakeSession(total_updates=781_250, steps_per_update=256)
 
     async def scenario(app, pilot):
@@ -818,10 +817,10 @@ def test_at_80_columns_the_progress_line_keeps_the_eta_whole(tmp_path):
         assert _eta(app) == "1:04:57"  # (781,250 - 1,702) x 256 steps at 51.2k SPS, whole
         assert "elapsed" in text
 
-    run_scenario(fake, tmp_path, scenario, size=(80, 24))
+    await run_scenario(fake, tmp_path, scenario, size=(80, 24))
 
 
-def test_at_80_columns_wrapped_help_lines_keep_their_indent(tmp_path):
+async def test_at_80_columns_wrapped_help_lines_keep_their_indent(tmp_path):
     fake = FakeSession()
 
     async def scenario(app, pilot):
@@ -835,10 +834,10 @@ def test_at_80_columns_wrapped_help_lines_keep_their_indent(tmp_path):
         assert any(text.region.height > 1 for text in texts)  # some do wrap at this width
         assert "p, space" in app.screen.text and "edit a hyperparameter" in app.screen.text
 
-    run_scenario(fake, tmp_path, scenario, size=(80, 24))
+    await run_scenario(fake, tmp_path, scenario, size=(80, 24))
 
 
-def test_the_footer_shows_the_keys_before_the_app_has_the_focus(tmp_path):
+async def test_the_footer_shows_the_keys_before_the_app_has_the_focus(tmp_path):
     # A browser tab (rltui serve) starts without the focus: the footer must still follow
     # the bindings (Pause -> Resume), not stay as it was until a click.
     from textual.widgets._footer import FooterKey
@@ -857,10 +856,10 @@ def test_the_footer_shows_the_keys_before_the_app_has_the_focus(tmp_path):
         await until(pilot, lambda: "Resume" in shown(app), timeout=3)
         assert "Pause" not in shown(app)
 
-    run_scenario(fake, tmp_path, scenario)
+    await run_scenario(fake, tmp_path, scenario)
 
 
-def test_a_finished_run_says_how_to_train_on(tmp_path):
+async def test_a_finished_run_says_how_to_train_on(tmp_path):
     fake = FakeSession(total_updates=10)
     app = DashboardApp(fake, RunConfig(), tmp_path, device_source=fixed_device_stats(), chart_interval=0,
                        refresh_interval=0, user_theme_dir=tmp_path / "no-user-themes")
@@ -875,4 +874,4 @@ def test_a_finished_run_says_how_to_train_on(tmp_path):
             (note,) = [n for n in notes(app) if "To train on" in n]
             assert f"--set total_timesteps={2 * 10 * fake.steps_per_update}" in note
 
-    asyncio.run(main())
+    await main()

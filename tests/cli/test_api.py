@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_custom_env import LEARNED, Bandit
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_import_rltui_does_not_import_jax():

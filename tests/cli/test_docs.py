@@ -8,7 +8,7 @@ from pathlib import Path
 from rltui.config import KEYS
 from rltui.config_reference import REGENERATE, render_markdown
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 RUN_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install . && rltui launch"
 TEST_COMMAND = 'python3 -m venv .venv && . .venv/bin/activate && pip install ".[test]" && pytest'

@@ -21,7 +21,7 @@ from rltui.session.events import SessionEvent, SessionState
 tensorboardX = pytest.importorskip("tensorboardX", reason="the tensorboard extra is not installed")
 from rltui.loggers.tensorboard import CONFIG_TAG, TensorBoardLogger, read_events  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 STEPS = 128  # env steps per update in these tests
 
 

@@ -4,7 +4,6 @@ errors as a user sees them."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import select
@@ -42,7 +41,7 @@ def attached_app(remote, run_dir: Path, config: RunConfig | None = None) -> Dash
                         chart_interval=0, refresh_interval=0, user_theme_dir=run_dir / "no-user-themes")
 
 
-def run_attached(run_dir: Path, scenario, size=(100, 30)) -> tuple[DashboardApp, RemoteSession]:
+async def run_attached(run_dir: Path, scenario, size=(100, 30)) -> tuple[DashboardApp, RemoteSession]:
     """Attach to the run in `run_dir`, run `scenario(app, pilot)`, detach."""
     remote = RemoteSession.connect(run_dir)
     app = attached_app(remote, run_dir)
@@ -53,7 +52,7 @@ def run_attached(run_dir: Path, scenario, size=(100, 30)) -> tuple[DashboardApp,
             await scenario(app, pilot)
 
     try:
-        asyncio.run(main())
+        await main()
     finally:
         remote.close()
     return app, remote
@@ -62,7 +61,7 @@ def run_attached(run_dir: Path, scenario, size=(100, 30)) -> tuple[DashboardApp,
 # --- the attached dashboard over a fake run ------------------------------------------------
 
 
-def test_quit_detaches_and_the_run_goes_on(tmp_path):
+async def test_quit_detaches_and_the_run_goes_on(tmp_path):
     with served(tmp_path) as (fake, server):
         fake.on_thread(fake.advance, 7)
 
@@ -75,13 +74,13 @@ def test_quit_detaches_and_the_run_goes_on(tmp_path):
             await pilot.press("q")  # no question: leaving stops nothing
             assert app.return_code == 0
 
-        run_attached(tmp_path, scenario)
+        await run_attached(tmp_path, scenario)
         assert fake.commands == [Pause()]  # no Stop
         assert fake.state is SessionState.PAUSED and not fake.join(0.05)
         assert server.client_count == 0
 
 
-def test_stopping_the_run_is_explicit_and_confirmed(tmp_path):
+async def test_stopping_the_run_is_explicit_and_confirmed(tmp_path):
     with served(tmp_path) as (fake, _):
 
         async def scenario(app, pilot):
@@ -102,10 +101,10 @@ def test_stopping_the_run_is_explicit_and_confirmed(tmp_path):
             await pilot.press("q")
             assert app.return_code == 0
 
-        run_attached(tmp_path, scenario)
+        await run_attached(tmp_path, scenario)
 
 
-def test_the_run_dying_while_attached_shows_an_error(tmp_path):
+async def test_the_run_dying_while_attached_shows_an_error(tmp_path):
     with served(tmp_path) as (fake, server):
 
         async def scenario(app, pilot):
@@ -116,10 +115,10 @@ def test_the_run_dying_while_attached_shows_an_error(tmp_path):
             await pilot.press("q")
             assert app.return_code == 0
 
-        run_attached(tmp_path, scenario)
+        await run_attached(tmp_path, scenario)
 
 
-def test_help_palette_and_ctrl_q_of_an_attached_dashboard(tmp_path):
+async def test_help_palette_and_ctrl_q_of_an_attached_dashboard(tmp_path):
     with served(tmp_path) as (fake, _):
 
         async def scenario(app, pilot):
@@ -133,11 +132,11 @@ def test_help_palette_and_ctrl_q_of_an_attached_dashboard(tmp_path):
             await pilot.press("ctrl+q")
             assert app.return_code == 0
 
-        run_attached(tmp_path, scenario)
+        await run_attached(tmp_path, scenario)
         assert fake.commands == []
 
 
-def test_an_owned_dashboard_keeps_quit_and_has_no_detach(tmp_path):
+async def test_an_owned_dashboard_keeps_quit_and_has_no_detach(tmp_path):
     fake = FakeSession()
     app = attached_app(fake, tmp_path)
 
@@ -153,7 +152,7 @@ def test_an_owned_dashboard_keeps_quit_and_has_no_detach(tmp_path):
             await pilot.press("escape", "q")
             assert isinstance(app.screen, QuitConfirm)
 
-    asyncio.run(main())
+    await main()
     fake.stop()
 
 
@@ -172,7 +171,7 @@ def _wait_for_socket(proc: subprocess.Popen, run_dir: Path, timeout: float = 240
     pytest.fail("the run did not start training in time")
 
 
-def test_attach_to_a_real_headless_run_detach_reattach_and_stop(tmp_path):
+async def test_attach_to_a_real_headless_run_detach_reattach_and_stop(tmp_path):
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
         [sys.executable, "-m", "rltui", "launch", "--no-ui", "--run-dir", str(run_dir),
@@ -189,7 +188,7 @@ def test_attach_to_a_real_headless_run_detach_reattach_and_stop(tmp_path):
             await until(pilot, lambda: "set lr 0.00025 -> 0.001" in app.dashboard.events_log.text, timeout=30)
             await pilot.press("q")
 
-        run_attached(run_dir, first)
+        await run_attached(run_dir, first)
         time.sleep(0.5)
         assert proc.poll() is None  # detached: the job goes on, paused
         paused_at = read_jsonl(run_dir / "metrics.jsonl")[-1]["update"]
@@ -204,7 +203,7 @@ def test_attach_to_a_real_headless_run_detach_reattach_and_stop(tmp_path):
             await until(pilot, lambda: app.session_state is SessionState.FINISHED, timeout=30)
             await pilot.press("q")
 
-        run_attached(run_dir, second)
+        await run_attached(run_dir, second)
         assert proc.wait(60) == 0
     finally:
         if proc.poll() is None:
@@ -383,7 +382,7 @@ def test_attaching_to_a_paused_run_draws_the_events_it_logged_before(tmp_path):
             assert "resumed" in screen and "compiled" in screen
 
 
-def test_a_paused_run_attached_later_counts_elapsed_from_now(tmp_path):
+async def test_a_paused_run_attached_later_counts_elapsed_from_now(tmp_path):
     # The run's clock goes on while paused: a client attaching later shows the time of
     # now, not the time of the last chunk plus its own time attached.
     with served(tmp_path) as (fake, server):
@@ -400,10 +399,10 @@ def test_a_paused_run_attached_later_counts_elapsed_from_now(tmp_path):
             await until(pilot, lambda: app.latest is not None)
             assert "elapsed 0:02" in progress_text(app)
 
-        run_attached(tmp_path, scenario)
+        await run_attached(tmp_path, scenario)
 
 
-def test_the_stop_question_of_a_paused_attached_run_offers_to_keep_it_paused(tmp_path):
+async def test_the_stop_question_of_a_paused_attached_run_offers_to_keep_it_paused(tmp_path):
     with served(tmp_path) as (fake, _):
         fake.submit(Pause())
         wait_for(lambda: fake.state is SessionState.PAUSED)
@@ -415,7 +414,7 @@ def test_the_stop_question_of_a_paused_attached_run_offers_to_keep_it_paused(tmp
             assert str(app.screen.query_one("#quit-no").label) == "Keep it paused (n)"
             await pilot.press("n")
 
-        run_attached(tmp_path, scenario)
+        await run_attached(tmp_path, scenario)
         assert fake.commands == [Pause()]
 
 
@@ -441,7 +440,7 @@ def test_a_browser_tab_on_a_run_that_has_ended_says_so_on_the_page(tmp_path, mon
     assert len(errors) == 2 and all(line.startswith("rltui: error: ") for line in errors)  # serve's terminal too
 
 
-def test_the_page_of_a_run_that_has_ended_shows_the_reason_and_closes_with_q():
+async def test_the_page_of_a_run_that_has_ended_shows_the_reason_and_closes_with_q():
     from rltui.ui.screens.unavailable import AttachUnavailableApp
 
     app = AttachUnavailableApp("runs/x: no run is listening there (it has ended)", "Its files stay in runs/x.")
@@ -453,7 +452,7 @@ def test_the_page_of_a_run_that_has_ended_shows_the_reason_and_closes_with_q():
             await pilot.press("q")
         assert app.return_code == 0
 
-    asyncio.run(main())
+    await main()
 
 
 def test_serve_says_once_when_the_run_ends(tmp_path):

@@ -4,8 +4,6 @@ answers for an empty or unreadable directory. Run directories are only read."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
 import math
 import os
@@ -22,17 +20,6 @@ from rltui.cli import main
 from rltui.compare import group_by
 
 from control_client import served
-
-
-def sync(test):
-    """Run an async Pilot test in its own event loop (no async pytest plugin here)."""
-
-    @functools.wraps(test)
-    def run(*args, **kwargs):
-        asyncio.run(test(*args, **kwargs))
-
-    return run
-
 
 # --- building runs ---------------------------------------------------------------------------------
 
@@ -137,7 +124,6 @@ def table_text(screen) -> dict[str, list[str]]:
     return out
 
 
-@sync
 async def test_the_list_shows_every_state_and_marks_a_damaged_run(runs_dir, tmp_path):
     live = make_run(runs_dir / "h-live", 5)
     before = files_of(runs_dir)
@@ -172,7 +158,6 @@ async def test_the_list_shows_every_state_and_marks_a_damaged_run(runs_dir, tmp_
         {k: v for k, v in before.items() if not k.endswith("control.sock")}  # nothing written
 
 
-@sync
 async def test_enter_on_a_finished_run_opens_its_curves(runs_dir, tmp_path):
     from rltui.ui.screens.runs import CurvesScreen, RunsChart
 
@@ -191,7 +176,6 @@ async def test_enter_on_a_finished_run_opens_its_curves(runs_dir, tmp_path):
         assert app.screen is screen
 
 
-@sync
 async def test_overlay_smoothing_and_config_differences(runs_dir, tmp_path):
     from rltui.ui.screens.runs import RunsChart
 
@@ -222,7 +206,6 @@ async def test_overlay_smoothing_and_config_differences(runs_dir, tmp_path):
         assert chart.shown.lines[0].xs[0] == pytest.approx(0.25)  # wall time of update 1
 
 
-@sync
 async def test_grouping_matches_compare_group_by(runs_dir, tmp_path):
     from rltui.ui.screens.runs import RunsChart
 
@@ -253,7 +236,6 @@ async def test_grouping_matches_compare_group_by(runs_dir, tmp_path):
         await until(pilot, lambda: chart.shown.statistic == "iqm")
 
 
-@sync
 async def test_sort_and_filter_by_typing(runs_dir, tmp_path):
     app = make_app(runs_dir, tmp_path)
     async with app.run_test(size=(160, 40)) as pilot:
@@ -272,7 +254,6 @@ async def test_sort_and_filter_by_typing(runs_dir, tmp_path):
         assert names() == ["d-stopped"]
 
 
-@sync
 async def test_a_huge_run_loads_in_a_worker(tmp_path):
     root = tmp_path / "runs"
     make_run(root / "huge", 100_000)

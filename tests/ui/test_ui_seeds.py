@@ -3,7 +3,6 @@ seed, switched with `b`."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 
 from test_ui import until
@@ -25,7 +24,7 @@ def publish_with_seeds(fake: FakeSession, updates: int, seeds: int) -> None:
         listener.on_metrics(snapshot)
 
 
-def run(tmp_path, config: RunConfig, scenario) -> None:
+async def run(tmp_path, config: RunConfig, scenario) -> None:
     fake = FakeSession()
     app = DashboardApp(
         fake, config, tmp_path, chart_interval=0, refresh_interval=0,
@@ -37,10 +36,10 @@ def run(tmp_path, config: RunConfig, scenario) -> None:
             await until(pilot, lambda: fake.started)
             await scenario(app, pilot, fake)
 
-    asyncio.run(main())
+    await main()
 
 
-def test_seeds_band_then_lines(tmp_path):
+async def test_seeds_band_then_lines(tmp_path):
     async def scenario(app, pilot, fake):
         fake.on_thread(publish_with_seeds, fake, 20, 3)
         chart = app.dashboard.chart
@@ -52,10 +51,10 @@ def test_seeds_band_then_lines(tmp_path):
         await pilot.press("c")  # other metrics have no per-seed view
         assert not chart.shows_seeds and "seeds" not in str(chart.border_title)
 
-    run(tmp_path, RunConfig(num_seeds=3), scenario)
+    await run(tmp_path, RunConfig(num_seeds=3), scenario)
 
 
-def test_single_seed_has_no_seed_view(tmp_path):
+async def test_single_seed_has_no_seed_view(tmp_path):
     async def scenario(app, pilot, fake):
         fake.on_thread(fake.advance, 5)
         await pilot.press("b")
@@ -63,4 +62,4 @@ def test_single_seed_has_no_seed_view(tmp_path):
         assert chart.seed_view == "band" and not chart.shows_seeds
         assert "seeds" not in str(chart.border_title)
 
-    run(tmp_path, RunConfig(), scenario)
+    await run(tmp_path, RunConfig(), scenario)

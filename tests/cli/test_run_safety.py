@@ -21,7 +21,7 @@ from rltui.session import recorder as recorder_module
 from rltui.session.events import SessionEvent
 from rltui.session.recorder import DISCARDED, RunRecorder, truncate_metrics
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TINY = ["--set", "num_envs=4", "--set", "num_steps=64", "--set", "num_minibatches=2", "--set", "update_epochs=1"]
 TINY_STEPS = 256  # env steps per update
 

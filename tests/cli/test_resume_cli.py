@@ -23,7 +23,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # 4 envs x 32 steps = 128 env steps per update. anneal_lr=false: the learning rate must
 # not depend on total_timesteps, which differs between an uninterrupted and a resumed run.

@@ -88,7 +88,7 @@ def test_two_devices_keep_identical_params_equal_to_one_device(network, inputs):
     # env sequences are the same sets of envs on two devices as on one. mlp runs with
     # observation and reward normalisation: their statistics are merged over devices.
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
-    tests_dir = str(Path(__file__).parent)
+    tests_dir = str(Path(__file__).resolve().parents[1])  # tests/: helpers.py
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT, tests_dir, network, inputs], env=env, capture_output=True, text=True, timeout=600
     )

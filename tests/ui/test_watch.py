@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TINY = ["--set", "num_envs=4", "--set", "num_steps=16", "--set", "num_minibatches=2", "--set", "update_epochs=1",
         "--set", "hidden_sizes=[16]", "--set", "total_timesteps=128"]
 
@@ -72,8 +71,8 @@ async def settled(pilot, screen, predicate=lambda: True, timeout: float = 60.0) 
         await pilot.pause(0.02)
 
 
-def test_watch_view_opens_steps_switches_mode_and_closes(run_dir):
-    asyncio.run(_opens_steps_switches_mode_and_closes(run_dir))
+async def test_watch_view_opens_steps_switches_mode_and_closes(run_dir):
+    await _opens_steps_switches_mode_and_closes(run_dir)
 
 
 async def _opens_steps_switches_mode_and_closes(run_dir):
@@ -106,8 +105,8 @@ async def _opens_steps_switches_mode_and_closes(run_dir):
     assert not app.is_running
 
 
-def test_watch_view_in_a_small_terminal_says_how_large_it_needs(run_dir):
-    asyncio.run(_small_terminal(run_dir))
+async def test_watch_view_in_a_small_terminal_says_how_large_it_needs(run_dir):
+    await _small_terminal(run_dir)
 
 
 async def _small_terminal(run_dir):

@@ -22,7 +22,7 @@ from rltui.session.metrics import TRAINER_METRICS
 from rltui.session.recorder import RunRecorder
 from trainers.hparams import DynamicHParams
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 60
 
 

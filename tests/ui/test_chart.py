@@ -4,7 +4,6 @@ and the chart controls (pick a metric, smoothing, log scale, x axis)."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 
 from test_ui import until
@@ -29,7 +28,7 @@ def publish_with_seeds(fake: FakeSession, updates: int, seeds: int, spread: floa
 BRAILLE = range(0x2801, 0x2900)
 
 
-def run(tmp_path, scenario, config: RunConfig | None = None, size=(120, 40)) -> None:
+async def run(tmp_path, scenario, config: RunConfig | None = None, size=(120, 40)) -> None:
     fake = FakeSession(total_updates=100_000)
     app = DashboardApp(
         fake, config or RunConfig(), tmp_path, chart_interval=0, refresh_interval=0,
@@ -41,7 +40,7 @@ def run(tmp_path, scenario, config: RunConfig | None = None, size=(120, 40)) -> 
             await until(pilot, lambda: fake.started)
             await scenario(app, pilot, fake)
 
-    asyncio.run(main())
+    await main()
 
 
 def chart_rows(chart) -> list[str]:
@@ -61,7 +60,7 @@ def filled_columns(chart) -> int:
     return count
 
 
-def test_the_chart_spans_the_panel_s_extremes_from_update_1(tmp_path):
+async def test_the_chart_spans_the_panel_s_extremes_from_update_1(tmp_path):
     async def scenario(app, pilot, fake):
         # A dip at update 3, then 20k updates: the chart's y axis starts where the panel's minimum is.
         fake.on_thread(fake.advance, 20_000, {3: {"episode_return": -487.0}})
@@ -74,10 +73,10 @@ def test_the_chart_spans_the_panel_s_extremes_from_update_1(tmp_path):
         stats = app.dashboard.query_one("#spark-episode_return").stats_text
         assert "(-487…" in stats
 
-    run(tmp_path, scenario)
+    await run(tmp_path, scenario)
 
 
-def test_seed_band_is_filled_and_each_seed_has_a_colour_and_a_legend(tmp_path):
+async def test_seed_band_is_filled_and_each_seed_has_a_colour_and_a_legend(tmp_path):
     async def scenario(app, pilot, fake):
         fake.on_thread(publish_with_seeds, fake, 100, 3)
         chart = app.dashboard.chart
@@ -94,10 +93,10 @@ def test_seed_band_is_filled_and_each_seed_has_a_colour_and_a_legend(tmp_path):
         assert len(colours) >= 3
         assert filled_columns(chart) < band
 
-    run(tmp_path, scenario, RunConfig(num_seeds=3))
+    await run(tmp_path, scenario, RunConfig(num_seeds=3))
 
 
-def test_chart_controls(tmp_path):
+async def test_chart_controls(tmp_path):
     async def scenario(app, pilot, fake):
         fake.on_thread(fake.advance, 300)
         chart = app.dashboard.chart
@@ -123,4 +122,4 @@ def test_chart_controls(tmp_path):
         chart.metric = "policy_loss"
         assert chart.log_refused and "linear" in str(chart.border_title)
 
-    run(tmp_path, scenario)
+    await run(tmp_path, scenario)

@@ -4,7 +4,6 @@ only), and the dashboard's key opens the view on them (Pilot)."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import threading
@@ -263,7 +262,7 @@ async def watch_scenario(app: DashboardApp, pilot, advance) -> None:
     assert app.is_running  # closing the view leaves the dashboard
 
 
-def test_watch_key_opens_the_live_view_in_the_dashboard(tiny, tmp_path):
+async def test_watch_key_opens_the_live_view_in_the_dashboard(tiny, tmp_path):
     config, acting = tiny
     fake = FakeSession(total_updates=100)
     fake.acting = acting
@@ -277,11 +276,11 @@ def test_watch_key_opens_the_live_view_in_the_dashboard(tiny, tmp_path):
             assert keys.get(WATCH_KEY) == "Watch"  # in the footer
             assert any(c.title == "Watch the agent" for c in app.get_system_commands(app.screen))
 
-    asyncio.run(main())
+    await main()
     assert fake.params_requests >= 2
 
 
-def test_watch_key_on_an_attached_run(tiny, tmp_path):
+async def test_watch_key_on_an_attached_run(tiny, tmp_path):
     config, acting = tiny
     with served(tmp_path) as (fake, server):
         fake.acting = acting
@@ -295,13 +294,13 @@ def test_watch_key_on_an_attached_run(tiny, tmp_path):
                 await watch_scenario(app, pilot, lambda n: fake.on_thread(fake.advance, n))
 
         try:
-            asyncio.run(main())
+            await main()
         finally:
             remote.close()
         assert fake.params_requests >= 2
 
 
-def test_watch_view_says_why_when_the_run_has_no_parameters(tiny, tmp_path):
+async def test_watch_view_says_why_when_the_run_has_no_parameters(tiny, tmp_path):
     from rltui.ui.screens.watch import WatchScreen
 
     config, _ = tiny
@@ -318,4 +317,4 @@ def test_watch_view_says_why_when_the_run_has_no_parameters(tiny, tmp_path):
             await pilot.press("escape")
             await until(pilot, lambda: app.screen is app.dashboard)
 
-    asyncio.run(main())
+    await main()
