@@ -84,8 +84,7 @@ class LoadedRun:
         return xs[keep].astype(float), values[keep]
 
 
-def _column(records: list[dict[str, Any]], get: Callable[[dict], Any]) -> np.ndarray:
-    values = [get(r) for r in records]
+def _column(values: list[Any]) -> np.ndarray:
     try:
         out = np.array(values, dtype=float)  # None becomes NaN
     except (TypeError, ValueError):
@@ -118,19 +117,24 @@ def load_run(path: Path) -> LoadedRun:
             if isinstance(values, list):
                 for i in range(len(values)):
                     seed_names.setdefault((key, i), None)
-    columns = {name: _column(records, lambda r, n=name: r.get(n)) for name in names}
-    for (name, i) in seed_names:
-        columns[f"{name}/seed_{i}"] = _column(records, lambda r, n=name, k=i: _seed(r, n, k))
-    steps = np.nan_to_num(_column(records, lambda r: r.get("env_steps")), nan=0).astype(np.int64)
-    wall = _column(records, lambda r: r.get("wall_time"))
+    # Plain comprehensions over the records, one per column: a huge run is 100k records.
+    columns = {name: _column([r.get(name) for r in records]) for name in names}
+    for name in dict.fromkeys(name for name, _ in seed_names):
+        lists = [_seed_list(r, name) for r in records]
+        for (seed_name, i) in seed_names:
+            if seed_name == name:
+                columns[f"{name}/seed_{i}"] = _column([v[i] if v is not None and i < len(v) else None for v in lists])
+    steps = np.nan_to_num(_column([r.get("env_steps") for r in records]), nan=0).astype(np.int64)
+    wall = _column([r.get("wall_time") for r in records])
     updates = int(records[-1].get("update", 0) or 0) if records else 0
     return LoadedRun(data.path, data.config, data.events, data.problems, steps, wall, columns, updates,
                      _started(data.path), time.perf_counter() - started_clock)
 
 
-def _seed(record: dict, name: str, seed: int) -> Any:
-    values = (record.get("seeds") or {}).get(name)
-    return values[seed] if isinstance(values, list) and seed < len(values) else None
+def _seed_list(record: dict, name: str) -> list | None:
+    seeds = record.get("seeds")
+    values = seeds.get(name) if isinstance(seeds, dict) else None
+    return values if isinstance(values, list) else None
 
 
 def _started(path: Path) -> float | None:
