@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import random
 import re
 import shutil
@@ -22,6 +21,8 @@ from pathlib import Path
 
 import msgpack
 import pytest
+
+from test_cli import cli_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,16 +43,6 @@ CKPT_NAME = re.compile(r"^checkpoint-(\d{9})\.msgpack$")
 
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def cli_env(cache: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("XLA_FLAGS", "COLUMNS", "LINES", "FORCE_COLOR", "TTY_INTERACTIVE", "TTY_COMPATIBLE", "JAX_ENABLE_X64"):
-        env.pop(name, None)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
-    env["JAX_PLATFORMS"] = "cpu"
-    env["XDG_CACHE_HOME"] = str(cache)
-    return env
 
 
 def rltui(args, cwd: Path, cache: Path, *, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -21,20 +21,11 @@ from rltui.session import recorder as recorder_module
 from rltui.session.events import SessionEvent
 from rltui.session.recorder import DISCARDED, RunRecorder, truncate_metrics
 
+from test_cli import cli_env
+
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--set", "num_envs=4", "--set", "num_steps=64", "--set", "num_minibatches=2", "--set", "update_epochs=1"]
 TINY_STEPS = 256  # env steps per update
-
-
-def cli_env(cache: Path, **extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("XLA_FLAGS", "COLUMNS", "LINES", "FORCE_COLOR", "TTY_INTERACTIVE", "TTY_COMPATIBLE", "JAX_ENABLE_X64"):
-        env.pop(name, None)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
-    env["JAX_PLATFORMS"] = "cpu"
-    env["XDG_CACHE_HOME"] = str(cache)
-    env.update(extra)
-    return env
 
 
 def launch_args(run_dir: Path, updates: int, *extra: str) -> list[str]:
