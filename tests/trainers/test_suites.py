@@ -11,7 +11,8 @@ import pytest
 from rltui.check_env import run_checks
 from trainers.suites import SUITES
 
-SUITE_ENVS = {"navix": "navix:Navix-Empty-5x5-v0", "craftax": "craftax:Craftax-Classic-Symbolic-v1"}
+SUITE_ENVS = {"navix": "navix:Navix-Empty-5x5-v0", "craftax": "craftax:Craftax-Classic-Symbolic-v1",
+              "jumanji": "jumanji:Snake-v1"}
 
 
 def needs(suite: str):
@@ -60,3 +61,59 @@ def test_rltui_envs_lists_each_suite_or_its_extra(capsys, monkeypatch):
     out = capsys.readouterr().out
     for name in SUITES:
         assert f'{name}: not installed; pip install "rltui[{name}]"' in out
+
+
+@needs("jumanji")
+def test_a_jumanji_env_with_multi_discrete_actions_is_refused_naming_the_spec():
+    from trainers import suites
+    from trainers.env_import import EnvImportError
+
+    with pytest.raises(EnvImportError, match=r"^env: jumanji:Tetris-v0's action spec MultiDiscreteArray is not "
+                                             r"supported; rltui trains DiscreteArray and float BoundedArray"):
+        suites.load("jumanji:Tetris-v0")
+
+
+@needs("jumanji")
+@pytest.mark.parametrize("ending, terminated, truncated", [("termination", True, False), ("truncation", False, True),
+                                                            ("transition", False, False)])
+def test_jumanji_keeps_terminations_apart_from_truncations(ending, terminated, truncated):
+    import jax
+    import jax.numpy as jnp
+    from jumanji import specs, types
+
+    from trainers.suites.jumanji import JumanjiEnv
+
+    class Stub:  # a Jumanji env whose every step ends as `ending` says
+        action_spec = specs.DiscreteArray(2)
+        reward_spec = specs.Array((), jnp.float32)
+
+        def reset(self, key):
+            return jnp.int32(0), types.restart(jnp.zeros(3))
+
+        def step(self, state, action):
+            make = getattr(types, ending)
+            return state + 1, make(reward=jnp.float32(1), observation=jnp.ones(3))
+
+    env = JumanjiEnv(Stub(), "jumanji:Stub")
+    _, state = env.reset(jax.random.PRNGKey(0))
+    _, _, reward, term, trunc, _ = env.step(jax.random.PRNGKey(1), state, jnp.int32(0))
+    assert (bool(term), bool(trunc), float(reward)) == (terminated, truncated, 1.0)
+
+
+@needs("jumanji")
+def test_a_multi_agent_jumanji_env_is_refused():
+    from trainers import suites
+    from trainers.env_import import EnvImportError
+
+    with pytest.raises(EnvImportError, match=r"^env: jumanji:SearchAndRescue-v0 gives a reward of shape \(2,\) "
+                                             r"\(one per agent\); rltui trains single-agent envs$"):
+        suites.load("jumanji:SearchAndRescue-v0")
+
+
+@needs("jumanji")
+def test_a_jumanji_env_that_raises_when_made_is_one_line():
+    from trainers import suites
+    from trainers.env_import import EnvImportError
+
+    with pytest.raises(EnvImportError, match=r"^env: jumanji:Snake-v1\(num_rows='x'\) raised ValueError: "):
+        suites.load('jumanji:Snake-v1 {"num_rows": "x"}')

@@ -25,6 +25,7 @@ class Suite(NamedTuple):
 SUITES: dict[str, Suite] = {
     "navix": Suite("navix", "navix", "navix:Navix-Empty-5x5-v0"),
     "craftax": Suite("craftax", "craftax", "craftax:Craftax-Classic-Symbolic-v1"),
+    "jumanji": Suite("jumanji", "jumanji", "jumanji:Snake-v1"),
 }
 _SUITE_ID = re.compile(r"^([a-z]+):(\S+)$")
 
