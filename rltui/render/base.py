@@ -11,6 +11,24 @@ import numpy as np
 from rich.text import Text
 
 
+def styled_line(cells) -> Text:
+    """One line of text from (characters, style) cells, a run of equal style as one span:
+    the view converts and draws every span of every frame, so fewer spans cost it less."""
+    line = Text()
+    run: list[str] = []
+    run_style = None
+    for chars, style in cells:
+        style = style or ""
+        if run and style != run_style:
+            line.append("".join(run), style=run_style)
+            run = []
+        run.append(chars)
+        run_style = style
+    if run:
+        line.append("".join(run), style=run_style)
+    return line
+
+
 @dataclasses.dataclass(frozen=True)
 class Frame:
     """One picture: lines of styled text, and a legend saying what the colours mean."""

@@ -7,6 +7,8 @@ import math
 
 from rich.text import Text
 
+from rltui.render.base import styled_line
+
 # The bit of each dot (column, row) in a braille character's code (U+2800 + bits).
 _BITS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 
@@ -38,13 +40,9 @@ class BrailleCanvas:
             self.dot(cx + radius * math.cos(angle), cy + radius * math.sin(angle), style)
 
     def lines(self) -> list[Text]:
-        out = []
-        for bits_row, style_row in zip(self._bits, self._styles):
-            text = Text()
-            for bits, style in zip(bits_row, style_row):
-                text.append(chr(0x2800 + bits) if bits else " ", style=style or "")
-            out.append(text)
-        return out
+        return [styled_line((chr(0x2800 + bits) if bits else " ", style if bits else None)
+                            for bits, style in zip(bits_row, style_row))
+                for bits_row, style_row in zip(self._bits, self._styles)]
 
 
 class Viewport:

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from rich.text import Text
 
-from rltui.render.base import Frame, Renderer, Size, unwrap_state
+from rltui.render.base import Frame, Renderer, Size, styled_line, unwrap_state
 from rltui.render.canvas import BrailleCanvas, Viewport
 
 PALETTE = ("cyan", "yellow", "bright_black", "red", "green", "magenta", "blue", "bright_white", "orange3", "purple")
@@ -47,14 +47,11 @@ class ChannelGridRenderer(Renderer):
             image = image[:, :, None]
         lines = []
         for row in image:
-            line = Text()
+            cells = []
             for cell in row:
                 on = np.flatnonzero(cell > 0.5)
-                if on.size:
-                    line.append("██", style=PALETTE[int(on[-1]) % len(PALETTE)])
-                else:
-                    line.append("· ", style="bright_black")
-            lines.append(line)
+                cells.append(("██", PALETTE[int(on[-1]) % len(PALETTE)]) if on.size else ("· ", "bright_black"))
+            lines.append(styled_line(cells))
         return Frame(tuple(lines), channel_legend(self.names))
 
 
@@ -71,10 +68,7 @@ class BoardRenderer(Renderer):
         board = np.asarray(obs, dtype=np.float32).reshape(self.shape)
         lines = []
         for row in board:
-            line = Text()
-            for value in row:
-                line.append("██" if value > 0.5 else "· ", style="cyan" if value > 0.5 else "bright_black")
-            lines.append(line)
+            lines.append(styled_line(("██", "cyan") if value > 0.5 else ("· ", "bright_black") for value in row))
         return Frame(tuple(lines), Text("██ occupied (agent, ball or paddle)", style="dim"))
 
 
@@ -95,17 +89,17 @@ class FourRoomsRenderer(Renderer):
         walls = self.walls if self.walls is not None else np.zeros((13, 13), bool)
         lines = []
         for r in range(walls.shape[0]):
-            line = Text()
+            cells = []
             for c in range(walls.shape[1]):
                 if (r, c) == pos:
-                    line.append("@@", style="bold cyan")
+                    cells.append(("@@", "bold cyan"))
                 elif (r, c) == goal:
-                    line.append("[]", style="bold green")
+                    cells.append(("[]", "bold green"))
                 elif walls[r, c]:
-                    line.append("██", style="bright_black")
+                    cells.append(("██", "bright_black"))
                 else:
-                    line.append("  ")
-            lines.append(line)
+                    cells.append(("  ", None))
+            lines.append(styled_line(cells))
         legend = Text()
         for name, glyph, style in (("agent", "@@", "bold cyan"), ("goal", "[]", "bold green"),
                                    ("wall", "██", "bright_black")):

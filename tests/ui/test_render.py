@@ -97,3 +97,16 @@ def test_too_small_says_how_large_it_needs():
     assert too_small(renderer, Size(40, 12)) is None
     message = too_small(renderer, Size(12, 5))
     assert message and "20x10" in message and "12x5" in message
+
+
+def test_equal_styles_in_a_row_are_one_span():
+    """The view converts and draws every span of every frame: a line of one colour is one span."""
+    from rltui.render.canvas import BrailleCanvas
+
+    canvas = BrailleCanvas(20, 2)
+    canvas.line(0, 1, 39, 1, style="cyan")
+    canvas.dot(0, 6, style="red")
+    top, bottom = canvas.lines()
+    assert top.plain == chr(0x2800 + 0x02 + 0x10) * 20
+    assert [(s.start, s.end, str(s.style)) for s in top.spans] == [(0, 20, "cyan")]
+    assert [(s.start, s.end, str(s.style)) for s in bottom.spans] == [(0, 1, "red")]

@@ -17,6 +17,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.content import Content
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
@@ -52,7 +53,7 @@ class WatchScreen(Screen):
     ]
 
     class FrameReady(Message):
-        def __init__(self, picture: Text | str, info: Text):
+        def __init__(self, picture: Content, info: Content):
             super().__init__()
             self.picture, self.info = picture, info
 
@@ -205,12 +206,15 @@ class WatchScreen(Screen):
         state = "paused" if self.paused else ("done" if self.finished else "playing")
         info.append(f"\n{state}, {self.fps:g} frames/s\n", style="dim")
         self._frame_shown.clear()
-        self.post_message(self.FrameReady(picture, info))
+        # Converted here, in the worker: the UI thread only lays the two panes out.
+        self.post_message(self.FrameReady(Content.from_rich_text(picture), Content.from_rich_text(info)))
 
     # --- the UI thread ----------------------------------------------------------------------
     def on_watch_screen_frame_ready(self, message: FrameReady) -> None:
-        self.query_one("#watch-picture", Static).update(message.picture)
-        self.query_one("#watch-info", Static).update(message.info)
+        # The panes' sizes come from the CSS, never from their content: a new frame
+        # repaints the two panes, not the whole screen's layout.
+        self.query_one("#watch-picture", Static).update(message.picture, layout=False)
+        self.query_one("#watch-info", Static).update(message.info, layout=False)
         if self.shown == 0:
             self.query_one("#watch-picture", Static).border_title = self.title_text or self._title()
         self.shown += 1
