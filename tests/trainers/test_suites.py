@@ -12,7 +12,7 @@ from rltui.check_env import run_checks
 from trainers.suites import SUITES
 
 SUITE_ENVS = {"navix": "navix:Navix-Empty-5x5-v0", "craftax": "craftax:Craftax-Classic-Symbolic-v1",
-              "jumanji": "jumanji:Snake-v1"}
+              "jumanji": "jumanji:Snake-v1", "brax": "brax:inverted_pendulum"}
 
 
 def needs(suite: str):
@@ -117,3 +117,38 @@ def test_a_jumanji_env_that_raises_when_made_is_one_line():
 
     with pytest.raises(EnvImportError, match=r"^env: jumanji:Snake-v1\(num_rows='x'\) raised ValueError: "):
         suites.load('jumanji:Snake-v1 {"num_rows": "x"}')
+
+
+@needs("brax")
+def test_brax_keeps_terminations_apart_from_truncations():
+    import jax
+    import jax.numpy as jnp
+
+    from trainers import suites
+
+    env, params, _ = suites.load('brax:inverted_pendulum {"episode_length": 3}')
+    assert params.max_steps_in_episode == 3
+    step = jax.jit(env.step)
+    _, state = env.reset(jax.random.PRNGKey(0), params)
+    for _ in range(3):  # no force: the pole stays up until time runs out
+        _, state, _, terminated, truncated, _ = step(jax.random.PRNGKey(1), state, jnp.zeros(1), params)
+    assert (bool(terminated), bool(truncated)) == (False, True)
+
+    env, params, _ = suites.load("brax:inverted_pendulum")
+    _, state = env.reset(jax.random.PRNGKey(0), params)
+    push = jax.jit(env.step)
+    for _ in range(200):  # full force one way: the pole falls, a termination
+        _, state, _, terminated, truncated, _ = push(jax.random.PRNGKey(1), state, jnp.ones(1), params)
+        if bool(terminated) or bool(truncated):
+            break
+    assert (bool(terminated), bool(truncated)) == (True, False)
+
+
+@needs("brax")
+def test_a_brax_env_that_raises_when_made_is_one_line():
+    from trainers import suites
+    from trainers.env_import import EnvImportError
+
+    with pytest.raises(EnvImportError, match=r"^env: brax:inverted_pendulum\(backend='nope', episode_length=1000\) "
+                                             r"raised \w+Error: "):
+        suites.load('brax:inverted_pendulum {"backend": "nope"}')

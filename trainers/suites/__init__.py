@@ -26,6 +26,7 @@ SUITES: dict[str, Suite] = {
     "navix": Suite("navix", "navix", "navix:Navix-Empty-5x5-v0"),
     "craftax": Suite("craftax", "craftax", "craftax:Craftax-Classic-Symbolic-v1"),
     "jumanji": Suite("jumanji", "jumanji", "jumanji:Snake-v1"),
+    "brax": Suite("brax", "brax", "brax:inverted_pendulum"),
 }
 _SUITE_ID = re.compile(r"^([a-z]+):(\S+)$")
 
