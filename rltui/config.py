@@ -314,10 +314,16 @@ def build_config(
     for limit in DERIVED_LIMITS:
         if limit.value(config) > limit.high:
             raise ConfigError(f"{limit.key}: {limit.what} must be at most {limit.high}, got {limit.value(config)}")
-    if config.env_kwargs and not is_import_path(config.env):
-        raise ConfigError(f"env_kwargs: only an env given by import path takes arguments; {config.env} is built in")
-    # An env by import path is checked by `check_env.preflight` once imported.
-    if config.network == "cnn" and config.env not in IMAGE_ENVS and not is_import_path(config.env):
+    from trainers.suites import suite_of
+
+    outside = is_import_path(config.env) or suite_of(config.env) is not None  # not one of gymnax's
+    if config.env_kwargs and not outside:
+        raise ConfigError(
+            f"env_kwargs: only an env given by import path or another suite's id takes arguments; "
+            f"{config.env} is built in"
+        )
+    # Such an env is checked by `check_env.preflight` once built.
+    if config.network == "cnn" and config.env not in IMAGE_ENVS and not outside:
         raise ConfigError(
             f"network: cnn needs image observations (the MinAtar envs); {config.env} has flat observations"
         )

@@ -488,3 +488,11 @@ def test_run_name_is_one_path_component(name, message):
         check_run_name(name)
     assert str(excinfo.value) == message
     assert check_run_name("CartPole-v1 first try") == "CartPole-v1 first try"
+
+
+def test_env_kwargs_go_with_an_import_path_or_a_suite_id_only():
+    config = build_config({}, {"env": "brax:inverted_pendulum", "env_kwargs": {"episode_length": 200}})
+    assert config.static_config().env_id == 'brax:inverted_pendulum {"episode_length":200}'
+    assert build_config({}, {"env": "my_pkg.envs:make", "env_kwargs": {"n": 3}}).env_kwargs == {"n": 3}
+    with pytest.raises(ConfigError, match="env_kwargs: only an env given by import path or another suite's id"):
+        build_config({}, {"env": "CartPole-v1", "env_kwargs": {"n": 3}})
