@@ -10,17 +10,21 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from typing import NamedTuple
 
+from rich.console import Console
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.content import Content
+from textual.geometry import Region
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.strip import Strip
+from textual.widget import Widget
+from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from rltui.render import Size, too_small
@@ -28,7 +32,57 @@ from rltui.render import Size, too_small
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)  # frames per second
 LIVE_SPEED = 15.0  # the dashboard's view starts at this speed (- slows it, leaving training more CPU)
 LEGEND_ROWS = 2
+INFO_COLUMNS = 30  # the panel's text width before the screen is measured (its CSS width less border and padding)
 POLL_SECONDS = 0.2  # the worker looks at least this often whether it should stop
+
+
+class PaneLines(NamedTuple):
+    """A picture cut into the rows a pane shows: each row's strip, and what it shows
+    (compared with the previous picture's, so that only changed rows are repainted)."""
+
+    strips: tuple[Strip, ...]
+    keys: tuple[Hashable, ...]
+    plain: str
+
+
+def pane_lines(text: Text | str, width: int) -> PaneLines:
+    """`text` wrapped to `width` columns, as strips (any thread: it uses a console of its own)."""
+    text = Text(text) if isinstance(text, str) else text
+    console = Console(width=max(1, width), color_system="truecolor", force_terminal=True, legacy_windows=False)
+    rows = console.render_lines(text, console.options.update_width(max(1, width)), pad=False)
+    strips = tuple(Strip(row) for row in rows)
+    keys = tuple(tuple((seg.text, seg.style) for seg in row) for row in rows)
+    return PaneLines(strips, keys, text.plain)
+
+
+class LinesPane(Widget):
+    """The picture, or the panel beside it: rows of prebuilt strips. A new frame repaints
+    only the rows that changed, and the UI thread does no text layout for it."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._lines = PaneLines((), (), "")
+
+    def show(self, lines: PaneLines) -> None:
+        old = self._lines
+        self._lines = lines
+        width = self.size.width
+        if not width or len(old.keys) != len(lines.keys):
+            self.refresh()
+            return
+        changed = [Region(0, y, width, 1) for y, (a, b) in enumerate(zip(old.keys, lines.keys)) if a != b]
+        if changed:
+            self.refresh(*changed)
+
+    def render(self) -> Text:
+        return Text(self._lines.plain)
+
+    def render_line(self, y: int) -> Strip:
+        style = self.rich_style
+        width = self.size.width
+        if y >= len(self._lines.strips):
+            return Strip.blank(width, style)
+        return self._lines.strips[y].crop_extend(0, width, style).apply_style(style)
 
 
 class WatchScreen(Screen):
@@ -53,7 +107,7 @@ class WatchScreen(Screen):
     ]
 
     class FrameReady(Message):
-        def __init__(self, picture: Content, info: Content):
+        def __init__(self, picture: PaneLines, info: PaneLines):
             super().__init__()
             self.picture, self.info = picture, info
 
@@ -86,19 +140,20 @@ class WatchScreen(Screen):
         self._seed_asked = False
         self._frame_size = Size(60, 16)
         self._measured_size = False
+        self._info_width = INFO_COLUMNS
 
     def compose(self) -> ComposeResult:
         with Horizontal():
-            yield Static(id="watch-picture")
-            yield Static(id="watch-info")
+            yield LinesPane(id="watch-picture")
+            yield LinesPane(id="watch-info")
         yield Footer()
 
     def on_mount(self) -> None:
-        picture = self.query_one("#watch-picture", Static)
+        picture = self.query_one("#watch-picture", LinesPane)
         picture.border_title = self.title_text or self._title()
         if self.player is None:
-            picture.update(Text("waiting for the run's parameters (copied at the next chunk boundary)...",
-                                style="dim"))
+            picture.show(pane_lines(Text("waiting for the run's parameters (copied at the next chunk boundary)...",
+                                         style="dim"), picture.content_size.width or self._frame_size.columns))
         self._play()
 
     def on_resize(self) -> None:
@@ -112,11 +167,12 @@ class WatchScreen(Screen):
         return f"{self.player.env_id}: {self.player.renderer.name}" if self.player is not None else "watch"
 
     def _measure(self) -> None:
-        picture = self.query_one("#watch-picture", Static)
+        picture = self.query_one("#watch-picture", LinesPane)
         width, height = picture.content_size.width, picture.content_size.height
         if width:
             self._frame_size = Size(max(1, width), max(1, height - LEGEND_ROWS))
             self._measured_size = True
+            self._info_width = self.query_one("#watch-info", LinesPane).content_size.width or INFO_COLUMNS
             self._wake_play.set()
 
     @property
@@ -206,24 +262,26 @@ class WatchScreen(Screen):
         state = "paused" if self.paused else ("done" if self.finished else "playing")
         info.append(f"\n{state}, {self.fps:g} frames/s\n", style="dim")
         self._frame_shown.clear()
-        # Converted here, in the worker: the UI thread only lays the two panes out.
-        self.post_message(self.FrameReady(Content.from_rich_text(picture), Content.from_rich_text(info)))
+        # Laid out here, in the worker: the UI thread only repaints the rows that changed.
+        self.post_message(self.FrameReady(pane_lines(picture, size.columns), pane_lines(info, self._info_width)))
 
     # --- the UI thread ----------------------------------------------------------------------
     def on_watch_screen_frame_ready(self, message: FrameReady) -> None:
         # The panes' sizes come from the CSS, never from their content: a new frame
         # repaints the two panes, not the whole screen's layout.
-        self.query_one("#watch-picture", Static).update(message.picture, layout=False)
-        self.query_one("#watch-info", Static).update(message.info, layout=False)
+        self.query_one("#watch-picture", LinesPane).show(message.picture)
+        self.query_one("#watch-info", LinesPane).show(message.info)
         if self.shown == 0:
-            self.query_one("#watch-picture", Static).border_title = self.title_text or self._title()
+            self.query_one("#watch-picture", LinesPane).border_title = self.title_text or self._title()
         self.shown += 1
         self._shown_at.append(time.monotonic())
         self._frame_shown.set()
 
     def on_watch_screen_failed(self, message: Failed) -> None:
         self.failed = message.text
-        self.query_one("#watch-picture", Static).update(Text(f"cannot watch: {message.text}", style="yellow"))
+        picture = self.query_one("#watch-picture", LinesPane)
+        picture.show(pane_lines(Text(f"cannot watch: {message.text}", style="yellow"),
+                                picture.content_size.width or self._frame_size.columns))
         self.notify(message.text, title="watch", severity="warning", timeout=8)
 
     def refresh_view(self) -> None:
