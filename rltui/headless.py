@@ -3,6 +3,7 @@ listener of the session. Never imports textual."""
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import signal
@@ -26,6 +27,7 @@ from rltui.session import (
     TrainingSession,
 )
 from rltui.ui.format import fmt_duration
+from trainers.metrics_spec import METRIC_SPECS
 
 # Signals that stop a run at the next chunk boundary, with a final checkpoint. SIGHUP (the
 # terminal closed, an SSH connection dropped) is one: nobody is left to watch the run.
@@ -142,6 +144,7 @@ class ProgressListener(SessionListener):
         self.plain_interval = plain_interval
         self._last_plain = 0.0
         self.latest_return = "—"  # as return_text gives it
+        self.latest_eval: float | None = None  # the latest evaluation's return (eval_every_updates)
         self._chunks = 0
         self._stopping = False
         self.progress = Progress(
@@ -177,6 +180,12 @@ class ProgressListener(SessionListener):
 
     def on_metrics(self, snapshot: MetricsSnapshot) -> None:
         self.latest_return = ret = return_text(snapshot)
+        for record in snapshot.new_records:
+            value = record.values.get("eval_return")
+            if value is not None and math.isfinite(value):
+                self.latest_eval = value
+        if self.latest_eval is not None:  # shown once a run evaluates (eval_every_updates)
+            ret = f"{ret} · eval {METRIC_SPECS['eval_return'].format(self.latest_eval)}"
         self._chunks += 1
         done = snapshot.update >= snapshot.total_updates
         eta = None if self._chunks < 2 and not done else snapshot.eta_seconds

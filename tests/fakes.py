@@ -31,7 +31,7 @@ from rltui.session import (
 from rltui.session.commands import Rollback
 from rltui.session.devices import DeviceStats, FixedDeviceStats, GpuStats, JaxDeviceStats
 from rltui.session.interface import ParamsSnapshot, ParamsUnavailable
-from rltui.session.metrics import TRAINER_METRICS, MetricsStore
+from rltui.session.metrics import RECORDED_METRICS, MetricsStore
 from trainers.hparams import DynamicHParams
 
 TIMEOUT = 10.0
@@ -173,7 +173,7 @@ class FakeSession:
                     env_steps=self._update * self.steps_per_update,
                     wall_time=self._update * 0.01,
                     sps=51_200.0,
-                    values={name: values.get(name, math.nan) for name in TRAINER_METRICS},
+                    values={name: values.get(name, math.nan) for name in RECORDED_METRICS},
                 )
             )
         self._store.extend(records)

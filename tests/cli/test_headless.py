@@ -147,3 +147,19 @@ def test_the_last_lines_say_how_to_train_on():
     assert continue_line("runs/a b", 500_224, True) == (
         "To train on: rltui launch --resume 'runs/a b' --set total_timesteps=1000448")
     assert continue_line("runs/x", 1_000, False) == "To go on: rltui launch --resume runs/x"
+
+
+def test_a_run_that_evaluates_shows_its_latest_evaluation_return():
+    import dataclasses
+
+    from rltui.session.metrics import UpdateRecord
+
+    output = io.StringIO()
+    listener = ProgressListener(Console(file=output, force_terminal=False, width=120), TOTAL * STEPS, plain_interval=0)
+    listener.on_metrics(snapshot(1, 1000.0))
+    assert "eval" not in output.getvalue()  # nothing evaluated yet: nothing said
+    evaluated = UpdateRecord(update=2, env_steps=2 * STEPS, wall_time=1.0, sps=1000.0, values={"eval_return": 240.0})
+    listener.on_metrics(dataclasses.replace(snapshot(2, 1000.0), new_records=(evaluated,)))
+    listener.on_metrics(snapshot(3, 1000.0))  # the latest evaluation stays shown between evaluations
+    lines = output.getvalue().splitlines()
+    assert "return 20.0 · eval 240.0" in lines[-2] and "return 20.0 · eval 240.0" in lines[-1]

@@ -875,3 +875,23 @@ async def test_a_finished_run_says_how_to_train_on(tmp_path):
             assert f"--set total_timesteps={2 * 10 * fake.steps_per_update}" in note
 
     await main()
+
+
+async def test_a_run_that_evaluates_shows_its_evaluation_return(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 20, {10: {"eval_return": 180.0}, 20: {"eval_return": 240.0}})
+        await until(pilot, lambda: "update 20/" in progress_text(app))
+        spark = app.dashboard.query_one("#spark-eval_return")
+        await until(pilot, lambda: spark.stats_text.startswith("240"))
+        assert "180" in spark.stats_text  # its minimum, over the run
+
+    await run_scenario(fake, tmp_path, scenario, size=(120, 40), config=RunConfig(eval_every_updates=10))
+    # a run that does not evaluate has no such sparkline
+    plain = FakeSession()
+
+    async def no_eval(app, pilot):
+        assert not app.dashboard.query("#spark-eval_return")
+
+    await run_scenario(plain, tmp_path, no_eval, size=(120, 40))

@@ -104,7 +104,7 @@ class DashboardScreen(Screen):
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
         with Container(id="body"):
-            yield MetricsPanel(id="metrics")
+            yield MetricsPanel(id="metrics", evaluating=self.config.eval_every_updates > 0)
             yield MetricChart(id="chart", min_interval=self.chart_interval,
                               skip=UNDEFINED_METRICS.get(self.config.algo, ()))
             yield HParamsPanel(self.config, id="hparams", classes="side-panel")

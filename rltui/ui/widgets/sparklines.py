@@ -86,8 +86,14 @@ class MetricSparkline(Widget):
 class MetricsPanel(Vertical):
     """A sparkline for each metric declared for them, fed from each snapshot's curves."""
 
+    def __init__(self, *, evaluating: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        # A run that evaluates (eval_every_updates) shows its evaluation return too.
+        extra = (metrics_spec.METRIC_SPECS["eval_return"],) if evaluating else ()
+        self.specs = (*metrics_spec.SPARKLINE_METRICS, *extra)
+
     def compose(self) -> ComposeResult:
-        for spec in metrics_spec.SPARKLINE_METRICS:
+        for spec in self.specs:
             yield MetricSparkline(spec.name, spec.label, skip_nonfinite_current=spec.episodic, id=f"spark-{spec.name}")
 
     def on_mount(self) -> None:
@@ -96,5 +102,5 @@ class MetricsPanel(Vertical):
     def show(self, history: Mapping[str, tuple[float, ...]], steps: Sequence[int] = ()) -> None:
         """`history`: a snapshot's, which carries the whole run's curves."""
         curves = _curves_of(steps or range(1, 1 + max((len(v) for v in history.values()), default=0)), history)
-        for metric, _ in SPARKLINE_METRICS:
-            self.query_one(f"#spark-{metric}", MetricSparkline).curves = curves
+        for spec in self.specs:
+            self.query_one(f"#spark-{spec.name}", MetricSparkline).curves = curves
