@@ -36,6 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from harness import StepClock
+
 
 def storm_client(path: str, flag: str) -> None:
     """One connect/disconnect loop, run while the file `flag` exists; each time it goes,
@@ -69,32 +71,6 @@ def storm_client(path: str, flag: str) -> None:
             failed += 1
         finally:
             sock.close()
-
-
-class StepClock:
-    """A session listener that timestamps every snapshot's env steps."""
-
-    def __init__(self):
-        self.marks: list[tuple[float, int]] = []
-        self.lock = threading.Lock()
-
-    def on_state(self, state, message):
-        pass
-
-    def on_event(self, event):
-        pass
-
-    def on_metrics(self, snapshot):
-        with self.lock:
-            self.marks.append((time.monotonic(), snapshot.env_steps))
-
-    def sps_between(self, start: float, end: float) -> float:
-        with self.lock:
-            window = [m for m in self.marks if start <= m[0] <= end]
-        if len(window) < 2:
-            raise RuntimeError("too few chunks in the window; use more --seconds")
-        (t0, s0), (t1, s1) = window[0], window[-1]
-        return (s1 - s0) / (t1 - t0)
 
 
 def thread_cpu(thread: threading.Thread) -> float:

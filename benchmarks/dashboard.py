@@ -28,42 +28,13 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-class StepClock:
-    """A session listener that timestamps every snapshot: SPS over a window is measured
-    the same way in both modes."""
-
-    def __init__(self):
-        self.marks: list[tuple[float, int]] = []
-        self.lock = threading.Lock()
-
-    def on_state(self, state, message):
-        pass
-
-    def on_event(self, event):
-        pass
-
-    def on_metrics(self, snapshot):
-        with self.lock:
-            self.marks.append((time.monotonic(), snapshot.env_steps))
-
-    def first_metrics(self) -> bool:
-        with self.lock:
-            return bool(self.marks)
-
-    def sps_between(self, start: float, end: float) -> float:
-        with self.lock:
-            window = [m for m in self.marks if start <= m[0] <= end]
-        if len(window) < 2:
-            raise RuntimeError("too few chunks in the window; use more --seconds")
-        (t0, s0), (t1, s1) = window[0], window[-1]
-        return (s1 - s0) / (t1 - t0)
+from harness import StepClock
 
 
 def wait(predicate, timeout: float = 300.0) -> None:
