@@ -95,6 +95,10 @@ TRAINER_KEYS: tuple[Key, ...] = (
         "losses)", Choice(PRECISIONS), STATIC),
     Key("num_seeds", 1, "independent agents trained at once (seed, seed+1, ...), vmapped in one program", _COUNT,
         STATIC),
+    # A population's size, from the sweep (rltui.population): members x num_seeds agents
+    # share one program, each member with its own traced hyperparameters.
+    Key("num_members", 1, "population members trained at once, each with its own hyperparameters", _COUNT, STATIC,
+        config=False),
     Key("network", "mlp", "policy network: mlp, gru (a GRU core whose hidden state is carried per environment "
         "through rollouts and updates), or cnn (a 3x3 convolution before the MLP, for MinAtar's image "
         "observations)", Choice(NETWORKS), STATIC),
@@ -152,6 +156,11 @@ class _StaticMethods:
     @property
     def recurrent(self) -> bool:
         return self.network == "gru"
+
+    @property
+    def num_agents(self) -> int:
+        """Agents trained at once: each member's seeds, member-major (agent = member * num_seeds + seed)."""
+        return self.num_members * self.num_seeds
 
 
 StaticConfig = static_config_type(TRAINER_KEYS, _StaticMethods)
