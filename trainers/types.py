@@ -71,3 +71,5 @@ class ChunkMetrics:
 
     per_update: UpdateMetrics
     num_updates: jax.Array
+    # A population's chunk: per agent, whether its state stayed finite (None otherwise).
+    healthy: Any = None
