@@ -12,6 +12,7 @@ from pathlib import Path
 from rltui import __version__
 from rltui.config import KEYS, RunConfig, check_run_name
 from rltui.errors import ExitCode, UsageError, as_rltui_error, report
+from trainers.keys import quote
 
 
 def _keys_epilog() -> str:
@@ -57,6 +58,16 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument(
         "--no-preset", action="store_true",
         help="ignore the environment's tuned preset: built-in defaults < --config < --set only",
+    )
+    launch.add_argument(
+        "--sweep", metavar="KEY=SPEC", action="append", default=[], dest="sweeps",
+        help="train a population: sweep a traced key over a list, --sweep lr=[1e-4,3e-4], or a distribution, "
+        "--sweep ent_coef=loguniform(1e-4,1e-2) (repeatable; wins over the --config file's [sweep] entry "
+        "for the same key)",
+    )
+    launch.add_argument(
+        "--sweep-size", metavar="N",
+        help="draw N members from the sweep (lists as choices); without it a sweep of lists is every combination",
     )
     launch.add_argument("--run-dir", metavar="DIR", help="directory for this run's files (default: runs/<name>)")
     launch.add_argument("--name", metavar="NAME", help="run name under runs/ (default: <env>-<algo>-<timestamp>)")
@@ -163,9 +174,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def sweep_overrides(sweeps: list[str], sweep_size: str | None) -> list[str]:
+    """`--sweep KEY=SPEC` and `--sweep-size N` as `--set` items (`sweep.KEY=SPEC`, an entry of
+    the sweep table, and `sweep_size=N`), which follow the --set items and so win over them;
+    UsageError for a malformed flag."""
+    items = []
+    for item in sweeps:
+        key, sep, spec = item.partition("=")
+        if not sep or not key.strip() or not spec.strip():
+            raise UsageError(f"--sweep: expected KEY=SPEC, like lr=[1e-4,3e-4] or lr=loguniform(1e-4,1e-2), "
+                             f"got {quote(item)}")
+        items.append(f"sweep.{key.strip()}={spec.strip()}")
+    if sweep_size is not None:
+        try:
+            size = int(sweep_size.strip())
+        except ValueError:
+            size = None
+        if size is None or size < 1:
+            raise UsageError(f"--sweep-size: expected a number of members, 1 or more, got {quote(sweep_size)}")
+        items.append(f"sweep_size={size}")
+    return items
+
+
 def cmd_launch(args: argparse.Namespace, argv: list[str]) -> int:
     from rltui import multiprocess
 
+    args.overrides = [*args.overrides, *sweep_overrides(args.sweeps, args.sweep_size)]
     try:
         if args.name is not None:
             check_run_name(args.name)  # before anything is written, in any process

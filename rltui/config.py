@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rltui.errors import UsageError
+from rltui.population.sweep import MAX_AGENTS, PERTURBABLE, Factors, SweepTable
 from trainers.env_import import env_id_with_kwargs, is_import_path
 from trainers.envs import MINATAR
 from trainers.hparams import (
@@ -38,6 +39,7 @@ from trainers.keys import (
     STATIC,
     TRACED,
     UINT32_MAX,
+    Choice,
     HParamError,
     IntRange,
     Key,
@@ -101,6 +103,25 @@ RUN_KEYS: tuple[Key, ...] = (
     Key("loggers", (), "where metrics and events go besides metrics.jsonl and events.jsonl (always written): "
         "tensorboard (event files in RUN_DIR/tb/), wandb (Weights & Biases; its WANDB_* variables apply)",
         Names(("jsonl", "tensorboard", "wandb")), RUN),
+    # A population (rltui.population): the sweep decides the members and their values, so
+    # a resumed run keeps it; PBT's settings only steer what happens between chunks.
+    Key("sweep", {}, "train a population: a table from traced keys to a list of values or a distribution "
+        "(see docs/populations.md); members x num_seeds agents train in one program; empty = one member",
+        SweepTable(), RUN, resumable=False),
+    Key("sweep_size", 0, "members of the population: 0 = every combination of the sweep's lists (a grid); N = N "
+        "members, each drawing its values (lists as choices)", IntRange(0, MAX_AGENTS), RUN, resumable=False),
+    Key("sweep_seed", 0, "seed of the sweep's draws (sweep_size > 0)", IntRange(0, UINT32_MAX), RUN,
+        resumable=False),
+    Key("pbt_every_updates", 0, "population-based training: every N updates the bottom pbt_fraction of members "
+        "is replaced by perturbed clones of the top; 0 = off", IntRange(0, INT32_MAX), RUN),
+    Key("pbt_fraction", 0.25, "PBT: the fraction of members replaced (the bottom), and cloned from (the top)",
+        Number(0, 0.5, low_open=True), RUN),
+    Key("pbt_perturb", (0.8, 1.25), "PBT: a clone's hyperparameters are each multiplied by one of these factors, "
+        "drawn", Factors(), RUN),
+    Key("pbt_metric", "episode_return", "PBT: what ranks members: episode_return (training) or eval_return "
+        "(needs eval_every_updates)", Choice(("episode_return", "eval_return")), RUN),
+    Key("pbt_keys", (), "PBT: the hyperparameters a clone's perturbation changes; empty = the swept numeric keys",
+        Names(PERTURBABLE), RUN),
 )
 
 # Every configuration key, in the order the reference and `--help` list them.
@@ -125,9 +146,15 @@ class _RunConfigMethods:
         return max(1, self.total_timesteps // self.steps_per_update)
 
     def static_config(self) -> StaticConfig:
+        from rltui.population.sweep import plan_sweep
+
         values = {k.attr: getattr(self, k.name) for k in KEYS.values() if k.kind == STATIC}
         env_id = env_id_with_kwargs(self.env, self.env_kwargs)
-        return StaticConfig(**{**values, "env_id": env_id, "hidden_sizes": tuple(self.hidden_sizes)})
+        sweep = plan_sweep(self)
+        members = len(sweep.members) if sweep is not None else 1
+        return StaticConfig(
+            **{**values, "env_id": env_id, "hidden_sizes": tuple(self.hidden_sizes), "num_members": members}
+        )
 
     def dynamic_hparams(self) -> DynamicHParams:
         values = {k.attr: k.rule.to_trainer(getattr(self, k.name)) for k in KEYS.values() if k.kind == TRACED}
@@ -137,6 +164,7 @@ class _RunConfigMethods:
         # TOML has no null: an unset optional key is left out, which reads back as unset.
         out = {name: value for name, value in dataclasses.asdict(self).items() if value is not None}
         out["hidden_sizes"] = list(self.hidden_sizes)
+        out["pbt_perturb"] = list(self.pbt_perturb)
         return out
 
 
@@ -226,17 +254,36 @@ def _parse_toml(text: str) -> dict[str, Any]:
         ) from None
 
 
+# Table keys whose entries can be set one at a time (`--set sweep.lr=[1e-4,3e-4]`, or
+# `rltui launch --sweep lr=[1e-4,3e-4]`): such entries merge over the table of the sources
+# below them, entry by entry, where a whole table (`--set sweep={...}`) replaces it.
+ENTRY_TABLES = ("sweep",)
+
+
+class TableEntries(dict):
+    """Entries of a table key, set one at a time: they merge over the lower sources' table."""
+
+
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         key, sep, text = item.partition("=")
         key = key.strip()
-        if not sep or not key:
+        table, dot, entry = key.partition(".")
+        if not sep or not key or (dot and table in ENTRY_TABLES and not entry):
             raise ConfigError(f"--set: expected key=value, got {quote(item)}")
         try:
-            out[key] = parse_set_value(text.strip())
+            value = parse_set_value(text.strip())
         except ConfigError as err:
-            raise ConfigError(f"{_known_key(key, None)}: {err}") from None
+            raise ConfigError(f"{key if dot and table in ENTRY_TABLES else _known_key(key, None)}: {err}") from None
+        if dot and table in ENTRY_TABLES:
+            entries = out.get(table)
+            if isinstance(entries, dict):
+                out[table] = type(entries)({**entries, entry: value})
+            else:
+                out[table] = TableEntries({entry: value})
+        else:
+            out[key] = value
     return out
 
 
@@ -299,7 +346,10 @@ def build_config(
     merged: dict[str, Any] = {}
     for source in (file_values or {}, overrides or {}):
         for key, value in source.items():
-            merged[key] = coerce_value(key, value)
+            coerced = coerce_value(key, value)
+            if isinstance(value, TableEntries):
+                coerced = {**merged.get(key, {}), **coerced}
+            merged[key] = coerced
     algo = merged.get("algo", KEYS["algo"].default)
     algo_defaults = ALGO_DEFAULTS.get(algo, {})
     if use_preset:
@@ -328,7 +378,33 @@ def build_config(
             f"network: cnn needs image observations (the MinAtar envs); {config.env} has flat observations"
         )
     check_devices(config, 1)
+    _check_population(config)
     return config
+
+
+def _check_population(config: RunConfig) -> None:
+    """The sweep and population-based training's keys, across keys (ConfigError naming one)."""
+    from rltui.population.sweep import plan_sweep
+
+    sweep = plan_sweep(config)
+    members = len(sweep.members) if sweep is not None else 1
+    for key in config.pbt_keys:
+        if not KEYS[key].reads(config.algo):
+            raise ConfigError(f"pbt_keys: algo = {config.algo} does not read {key}")
+    if not config.pbt_every_updates:
+        return
+    if members < 2:
+        raise ConfigError(
+            f"pbt_every_updates: population-based training needs a population of at least 2 members, got {members}; "
+            "add a sweep (--sweep lr=loguniform(1e-4,1e-3) --sweep-size 8)"
+        )
+    if config.pbt_metric == "eval_return" and not config.eval_every_updates:
+        raise ConfigError("pbt_metric: eval_return needs evaluation; set eval_every_updates > 0")
+    if not config.pbt_keys and not any(key in PERTURBABLE for key in sweep.keys):
+        raise ConfigError(
+            f"pbt_keys: the sweep has no numeric key for PBT to perturb ({', '.join(sweep.keys)} "
+            f"{'is a switch' if len(sweep.keys) == 1 else 'are switches'}); name some, like pbt_keys = [\"lr\"]"
+        )
 
 
 def hparams_as_config(live_hparams: Mapping[str, float]) -> dict[str, Any]:

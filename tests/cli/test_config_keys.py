@@ -59,7 +59,9 @@ def test_trainer_types_have_one_field_per_trainer_key():
 
 def test_live_resumable_and_editor_sets_follow_the_table():
     assert set(LIVE_HPARAMS) == {k.name for k in TRAINER_KEYS if k.live}
-    assert RESUMABLE_KEYS == {name for name, k in KEYS.items() if k.kind != STATIC} - {"seed", "env_kwargs"}
+    assert RESUMABLE_KEYS == {name for name, k in KEYS.items() if k.kind != STATIC} - {
+        "seed", "env_kwargs", "sweep", "sweep_size", "sweep_seed"
+    }
     for algo in ALGOS:
         assert ALGO_HPARAMS[algo] == tuple(k.name for k in TRAINER_KEYS if k.live and k.reads(algo))
     assert "clip_eps" not in ALGO_HPARAMS["reinforce"] and "baseline" not in ALGO_HPARAMS["ppo"]

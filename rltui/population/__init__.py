@@ -1,0 +1,10 @@
+"""Populations: several differently configured agents trained in one compiled program.
+
+`sweep` turns the `sweep` table into members (plain Python and NumPy, checked before JAX
+starts); `memory` estimates a population's device memory and refuses one that does not fit
+(imports JAX when called).
+"""
+
+from rltui.population.sweep import MAX_AGENTS, Sweep, pbt_replace_count, plan_sweep
+
+__all__ = ["MAX_AGENTS", "Sweep", "pbt_replace_count", "plan_sweep"]
