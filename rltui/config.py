@@ -388,6 +388,10 @@ def _check_population(config: RunConfig) -> None:
 
     sweep = plan_sweep(config)
     members = len(sweep.members) if sweep is not None else 1
+    if sweep is not None and members == 1:
+        values = " ".join(f"--set {sweep.label(0).replace(' ', ' --set ')}".split())
+        raise ConfigError(f"sweep: a population needs at least 2 members, this sweep gives one; for one value use "
+                          f"{values}")
     for key in config.pbt_keys:
         if not KEYS[key].reads(config.algo):
             raise ConfigError(f"pbt_keys: algo = {config.algo} does not read {key}")

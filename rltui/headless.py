@@ -104,6 +104,8 @@ def _fmt_return(value: float | None) -> str:
 def return_text(snapshot: MetricsSnapshot) -> str:
     """The latest mean return, as both clients show it. With several seeds: the mean of each
     seed's latest return, saying over how many seeds (those that have finished an episode)."""
+    if snapshot.population is not None:
+        return population_return_text(snapshot.population)
     seeds = len(snapshot.seed_returns)
     if seeds <= 1:
         return _fmt_return(snapshot.latest_return)
@@ -112,6 +114,34 @@ def return_text(snapshot: MetricsSnapshot) -> str:
         return "—"
     of = f"{len(latest)}" if len(latest) == seeds else f"{len(latest)} of {seeds}"
     return f"{sum(latest) / len(latest):.1f} (mean of {of} seeds)"
+
+
+def population_return_text(view) -> str:
+    """A population's latest returns: the best member's, and the mean over members."""
+    latest = [(m.latest_return, m.index) for m in view.members if m.latest_return is not None]
+    if not latest:
+        return "—"
+    best, index = max(latest)
+    mean = sum(value for value, _ in latest) / len(latest)
+    return f"{mean:.1f} (mean of {len(latest)} members; best {best:.1f}, member {index})"
+
+
+def population_lines(view) -> list[str]:
+    """One line per member, for the end of a run: its values, state and returns."""
+    width = max(len(_member_values(view, m)) for m in view.members)
+    lines = []
+    for m in sorted(view.members, key=lambda m: -math.inf if m.latest_return is None else m.latest_return,
+                    reverse=True):
+        state = "" if m.state.value == "training" else f"  ({m.state.value})"
+        evaluation = "" if m.eval_return is None else f"  eval {m.eval_return:.1f}"
+        parent = "" if m.parent is None else f"  from member {m.parent}"
+        lines.append(f"  member {m.index:>3}  {_member_values(view, m):<{width}}  latest {_fmt_return(m.latest_return)}"
+                     f"  best {_fmt_return(m.best_return)}{evaluation}{parent}{state}")
+    return lines
+
+
+def _member_values(view, member) -> str:
+    return " ".join(f"{k}={member.values[k]:.4g}" for k in view.keys)
 
 
 def _fmt_eta(seconds: float | None) -> str:
@@ -145,6 +175,7 @@ class ProgressListener(SessionListener):
         self._last_plain = 0.0
         self.latest_return = "—"  # as return_text gives it
         self.latest_eval: float | None = None  # the latest evaluation's return (eval_every_updates)
+        self.population = None  # a population's latest PopulationView
         self._chunks = 0
         self._stopping = False
         self.progress = Progress(
@@ -179,6 +210,7 @@ class ProgressListener(SessionListener):
         self.progress.update(self.task, description=description, **({"eta": "—"} if cut_short else {}))
 
     def on_metrics(self, snapshot: MetricsSnapshot) -> None:
+        self.population = snapshot.population
         self.latest_return = ret = return_text(snapshot)
         for record in snapshot.new_records:
             value = record.values.get("eval_return")
@@ -203,7 +235,7 @@ class ProgressListener(SessionListener):
 
     def on_event(self, event: SessionEvent) -> None:
         if event.kind in ("compiled", "hparams", "paused", "resumed", "stopping", "warning", "error", "nonfinite",
-                          "checkpoint", "rolled back"):
+                          "checkpoint", "rolled back", "population"):
             style = {"error": "bold red", "nonfinite": "bold red", "warning": "yellow"}.get(event.kind, "dim")
             self.console.print(Text(f"[update {event.update}] {event.message}", style=style), highlight=False)
 
@@ -283,6 +315,10 @@ def run_headless(
 
     def finish(message: Text, code: int) -> int:
         console.print(message)
+        if listener.population is not None:
+            console.print(Text("Members, best latest return first:"))
+            for line in population_lines(listener.population):
+                console.print(Text(line), highlight=False)
         if peer_label and code == ExitCode.OK:
             console.print(Text(f"{peer_label}: parameters sha256 {session.backend.params_digest()}"))
         console.print(Text(f"Run files: {run_dir}" if run_dir else f"{peer_label}: run files are written by process 0"))

@@ -171,12 +171,21 @@ def cmd_eval(args) -> int:
     run = jax.jit(lambda acting, key: evaluate(acting, key, spec=trainer.spec, step_fn=trainer.act_step,
                                                initial_hidden=trainer.initial_hidden(args.episodes),
                                                episodes=args.episodes, greedy=not args.sample))
-    if config.num_seeds > 1:  # every agent of a many-seeds run, on the same episodes
+    static = parallel.trainer.static
+    if static.num_agents > 1:  # every agent of a many-seeds run or a population, on the same episodes
         run = jax.vmap(run, in_axes=(0, None))
     returns = np.asarray(run((restored.params, restored.obs_stats), jax.random.PRNGKey(args.seed)))
     mode = "sampled" if args.sample else "greedy"
     print(f"{config.env}, update {metadata.get('update')}, {args.episodes} episodes ({mode}):")
-    if config.num_seeds > 1:
+    if static.num_members > 1:
+        members = metadata.get("population", {}).get("members", [])
+        swept = metadata.get("population", {}).get("swept", [])
+        for m, member in enumerate(returns.reshape(static.num_members, static.num_seeds, -1)):
+            values = members[m].get("values", {}) if m < len(members) else {}
+            label = " ".join(f"{k}={values[k]:.4g}" for k in swept if k in values)
+            state = members[m].get("state", "training") if m < len(members) else "training"
+            print(f"  member {m} ({label}{', ' + state if state != 'training' else ''}): {_stats(member)}")
+    elif static.num_seeds > 1:
         for i, agent in enumerate(returns):
             print(f"  seed {config.seed + i}: {_stats(agent)}")
     print(_stats(returns))

@@ -196,7 +196,13 @@ def launch(args, spec=None) -> int:
             from rltui.check_env import preflight
 
             preflight(config.static_config().env_id, config.network)
-    except (ConfigError, ValueError) as err:
+        if config.static_config().num_agents > 1:  # many agents: refused before compiling if they cannot fit
+            from rltui.population.memory import check_population_fits
+            from trainers.envs import make_env
+
+            static = config.static_config()
+            check_population_fits(static, make_env(static.env_id), devices)
+    except (ConfigError, UsageError, ValueError) as err:
         code = _error(str(err))
         if spec is not None:
             # JAX's distributed runtime is up: an orderly shutdown would wait for the peers,
@@ -362,6 +368,7 @@ def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume
         sync=ProcessSync(spec.process_id) if spec else None,
         evaluation=evaluation,
         evaluator=evaluator,
+        population=make_population(config, hparams if hparams is not None else config.dynamic_hparams()),
     )
     if run_dir is None:
         return session, None
@@ -377,6 +384,22 @@ def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume
     if loggers is not None:
         session.add_listener(loggers)  # after the recorder: metrics.jsonl is written first
     return session, recorder
+
+
+def make_population(config: RunConfig, base):
+    """The session's population for `config`'s sweep (None without one): every member starts
+    from `base` with its swept values."""
+    from rltui.population.sweep import plan_sweep
+
+    sweep = plan_sweep(config)
+    if sweep is None:
+        return None
+    from rltui.session.population import PBTPolicy, Population
+
+    pbt = PBTPolicy(every_updates=config.pbt_every_updates, fraction=config.pbt_fraction,
+                    perturb=tuple(config.pbt_perturb), metric=config.pbt_metric, keys=tuple(config.pbt_keys),
+                    seed=config.sweep_seed)
+    return Population(base, sweep.members, config.num_seeds, pbt)
 
 
 def _error(message: str) -> int:

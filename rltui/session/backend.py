@@ -22,9 +22,11 @@ class TrainingBackend(Protocol):
     def build(self, hparams: DynamicHParams) -> None:
         """Create the trainer, initialise its state and compile. May take seconds."""
 
-    def run_chunk(self, num_updates: int, hparams: DynamicHParams) -> list[dict[str, Any]]:
+    def run_chunk(self, num_updates: int, hparams: DynamicHParams, active: Any = None) -> list[dict[str, Any]]:
         """Run `num_updates` updates; return one dict of host floats per update (with
-        several seeds: their mean, and each seed's values under "per_seed")."""
+        several agents: their mean, and each agent's values under "per_seed"). A population
+        passes one value per agent in `hparams` and the mask of agents to update in `active`;
+        its rows also say, under "healthy", which agents' states stayed finite."""
 
     def describe(self) -> dict[str, Any]:
         """Static facts for display and the run files (devices, env, algorithm)."""
@@ -80,14 +82,21 @@ class JaxBackend:
         self._state = self._parallel.init(self._parallel.seed_keys(self.seed), hparams)
         self._parallel.compile(self._state, hparams)
 
-    def run_chunk(self, num_updates: int, hparams: DynamicHParams) -> list[dict[str, Any]]:
-        self._state, metrics = self._parallel.run_chunk(self._state, hparams, num_updates)
+    def run_chunk(self, num_updates: int, hparams: DynamicHParams, active: Any = None) -> list[dict[str, Any]]:
+        self._state, metrics = self._parallel.run_chunk(self._state, hparams, num_updates, active)
         per_update = {name: np.asarray(value) for name, value in vars(metrics.per_update).items()}
         count = int(np.max(metrics.num_updates))
-        if self.static.num_seeds == 1:
+        if self.static.num_agents == 1:
             columns = {name: value[:count].tolist() for name, value in per_update.items()}
             return [{name: column[i] for name, column in columns.items()} for i in range(count)]
-        return [seed_row({name: value[:, i] for name, value in per_update.items()}) for i in range(count)]
+        rows = [seed_row({name: value[:, i] for name, value in per_update.items()}) for i in range(count)]
+        if metrics.healthy is not None and rows:
+            rows[-1]["healthy"] = tuple(bool(h) for h in np.asarray(metrics.healthy))
+        return rows
+
+    def clone(self, source) -> None:
+        """A population: agent a takes over what agent source[a] learned (`DataParallel.clone`)."""
+        self._state = self._parallel.clone(self._state, source)
 
     def encode_checkpoint(self, metadata: dict[str, Any]) -> bytes:
         from trainers import checkpoint
@@ -138,5 +147,6 @@ class JaxBackend:
             "devices": [f"{d.platform}:{d.id}" for d in self.devices],
             "device_kind": self.devices[0].device_kind if self.devices else "none",
             "num_seeds": self.static.num_seeds,
+            "num_members": self.static.num_members,
             "static": dataclasses.asdict(self.static),
         }

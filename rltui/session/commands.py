@@ -20,9 +20,39 @@ class Resume:
 @dataclasses.dataclass(frozen=True)
 class SetHParams:
     changes: Mapping[str, float]
+    # A population: the members the edit applies to; None, every member.
+    members: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "changes", MappingProxyType(dict(self.changes)))
+        if self.members is not None:
+            object.__setattr__(self, "members", tuple(self.members))
+
+
+@dataclasses.dataclass(frozen=True)
+class FreezeMembers:
+    """A population: stop (or, with `frozen` False, restart) updating these members; a
+    frozen member's parameters are kept as they are."""
+
+    members: tuple[int, ...]
+    frozen: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "members", tuple(self.members))
+
+
+@dataclasses.dataclass(frozen=True)
+class CloneMember:
+    """A population: copy member `source`'s parameters and optimizer state into each of
+    `targets`, whose hyperparameters become the source's, each perturbed key multiplied by
+    `factor` (1.0: an exact copy)."""
+
+    source: int
+    targets: tuple[int, ...]
+    factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "targets", tuple(self.targets))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,4 +71,4 @@ class Stop:
     pass
 
 
-Command = Pause | Resume | SetHParams | SaveCheckpoint | Rollback | Stop
+Command = Pause | Resume | SetHParams | SaveCheckpoint | Rollback | Stop | FreezeMembers | CloneMember

@@ -21,12 +21,23 @@ from types import MappingProxyType
 
 from rltui.session.backend import NonFiniteState, TrainingBackend
 from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore, checkpoint_metadata, checkpoint_update
-from rltui.session.commands import Command, Pause, Resume, Rollback, SaveCheckpoint, SetHParams, Stop
+from rltui.session.commands import (
+    CloneMember,
+    Command,
+    FreezeMembers,
+    Pause,
+    Resume,
+    Rollback,
+    SaveCheckpoint,
+    SetHParams,
+    Stop,
+)
 from rltui.session.distributed import BoundarySync, LocalSync
 from rltui.session.evaluation import EvalResult, EvaluationPolicy, Evaluator
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.interface import ParamsSnapshot, ParamsUnavailable
 from rltui.session.metrics import TRAINER_METRICS, MetricsSnapshot, MetricsStore, UpdateRecord, load_run_history
+from rltui.session.population import Population, Replacement
 from trainers.hparams import DynamicHParams, HParamError, check_changes
 
 # Metrics whose non-finite value means training has diverged (episode_return may be NaN
@@ -95,8 +106,11 @@ class TrainingSession:
         sync: BoundarySync | None = None,
         evaluation: EvaluationPolicy | None = None,
         evaluator: Evaluator | None = None,
+        population: Population | None = None,
     ):
         self.backend = backend
+        # Members x seeds agents with hyperparameters of their own (None: one configuration).
+        self.population = population
         self.total_updates = total_updates
         self.chunk_seconds = chunk_seconds
         self._hparams = hparams
@@ -237,7 +251,7 @@ class TrainingSession:
         try:
             self._set_state(SessionState.COMPILING)
             started = self._clock()
-            self.backend.build(self._hparams)
+            self.backend.build(self._trainer_hparams())
             seconds = self._clock() - started
             if self._checkpoints is not None:
                 self._checkpoints.prepare()
@@ -249,6 +263,9 @@ class TrainingSession:
                 self.start_update = self._updates_done
             self._prepare_evaluation()
             self._event("compiled", f"compiled in {seconds:.1f} s", seconds=seconds)
+            if self.population is not None and self.start_update == 0:
+                self._population_event("start", f"population of {self.population.num_members} members x "
+                                       f"{self.population.num_seeds} seeds")
             self._last_save = (self._updates_done, self._clock())
             self._set_state(SessionState.RUNNING)
             self._loop()
@@ -308,10 +325,20 @@ class TrainingSession:
             count = min(self._chunk_size, self.total_updates - self._updates_done, self.backend.max_chunk_updates)
             if self._evaluation.enabled:  # a chunk ends on each update due an evaluation
                 count = min(count, self._evaluation.next_due(self._updates_done) - self._updates_done)
+            if self.population is not None and self.population.pbt.enabled:  # ... and on each PBT step
+                every = self.population.pbt.every_updates
+                count = min(count, every - self._updates_done % every)
             started = self._clock()
-            rows = self.backend.run_chunk(count, self._hparams)
+            if self.population is None:
+                rows = self.backend.run_chunk(count, self._hparams)
+            else:
+                rows = self.backend.run_chunk(count, self.population.trainer_hparams(), self.population.active())
             seconds = max(self._clock() - started, 1e-9)
-            diverged = self._diverged(rows)
+            if self.population is None:
+                diverged = self._diverged(rows)
+            else:
+                rows = [self.population.shape_row(row) for row in rows]
+                diverged = self._members_diverged(rows)
             # Outside the chunk's timing: the chunk size and SPS measure training alone.
             evaluation = None if diverged else self._evaluate_if_due(self._updates_done + len(rows))
             self._record(rows, started, seconds, evaluation)
@@ -323,8 +350,55 @@ class TrainingSession:
                 self.nonfinite = True
                 self._event("nonfinite", "non-finite loss or gradient: training paused")
                 self._set_state(SessionState.PAUSED, "non-finite loss or gradient")
-            elif self._sync.agree(self._checkpoint_due()):
+                continue
+            if self.population is not None:
+                self._population_boundary()
+            if self._sync.agree(self._checkpoint_due()):
                 self._save("periodic")
+
+    # --- a population ------------------------------------------------------------------------
+    def _trainer_hparams(self) -> DynamicHParams:
+        return self._hparams if self.population is None else self.population.trainer_hparams()
+
+    def _members_diverged(self, rows: list[dict]) -> bool:
+        """Members whose update went non-finite are frozen at their last finite state and
+        reported; the others go on. Only when none is left training does the run pause."""
+        population = self.population
+        for row in rows:
+            returns = row.get("per_member", {}).get("episode_return")
+            if returns:
+                population.observe(returns)
+        healthy = next((row["healthy"] for row in reversed(rows) if "healthy" in row), None)
+        sick = population.mark_diverged(healthy) if healthy is not None else ()
+        for member in sick:
+            self._population_event(
+                "diverged", f"member {member} ({population.describe(member)}) diverged: frozen at its last finite "
+                f"state; the others go on", members=[member])
+        return bool(sick) and population.all_stopped()
+
+    def _population_boundary(self) -> None:
+        population = self.population
+        if population.pbt_due(self._updates_done):
+            replacements = population.pbt_step(self._updates_done)
+            if replacements:
+                self.backend.clone(population.agent_sources(replacements))
+                self._params_version += 1
+                self._population_event("pbt", _replaced(population, replacements), replacements=replacements)
+        if population.all_stopped() and self.state is SessionState.RUNNING:
+            self._event("paused", "every member is frozen: paused; thaw one (or resume) to go on")
+            self._set_state(SessionState.PAUSED, "every member is frozen")
+
+    def _population_event(self, action: str, message: str, *, members: list[int] | None = None,
+                          replacements: list[Replacement] = (), **data) -> None:
+        """An event of kind "population": what changed and the whole table after it, so that
+        population.jsonl alone replays every member's lineage."""
+        view = self.population.view()
+        table = [{"member": m.index, "values": dict(self.population.values(m.index)), "state": m.state.value,
+                  "parent": m.parent} for m in view.members]
+        changes = [{"target": r.target, "source": r.source, "values": dict(r.values), "previous": dict(r.previous)}
+                   for r in replacements]
+        self._event("population", message, action=action, members=members, replacements=changes, table=table,
+                    **data)
 
     # --- evaluation --------------------------------------------------------------------------
     def _prepare_evaluation(self) -> None:
@@ -426,6 +500,12 @@ class TrainingSession:
         self._event("checkpoint", f"saved {path.name} ({reason})", path=str(path), reason=reason)
 
     def _metadata(self, reason: str) -> dict:
+        metadata = self._base_metadata(reason)
+        if self.population is not None:
+            metadata["population"] = self.population.to_metadata()
+        return metadata
+
+    def _base_metadata(self, reason: str) -> dict:
         return checkpoint_metadata(
             run=self._run_metadata,
             backend=self.backend.describe(),
@@ -454,6 +534,8 @@ class TrainingSession:
         self._params_version += 1
         self._updates_done = int(metadata["update"])
         self._edits = list(metadata.get("edits", []))
+        if self.population is not None and "population" in metadata:
+            self.population.restore(metadata["population"])
         if verb == "resumed":
             self._t0 = self._clock() - float(metadata.get("elapsed", 0.0))
             message = f"resumed from update {self._updates_done}"
@@ -569,7 +651,14 @@ class TrainingSession:
             self._set_state(SessionState.RUNNING)
             self._event("resumed", f"resumed at update {self._updates_done}")
         elif isinstance(command, SetHParams):
-            self._apply_hparams(dict(command.changes))
+            if self.population is not None:
+                self._apply_member_hparams(dict(command.changes), command.members)
+            elif command.members is not None:
+                self._event("warning", "edit refused: this run is not a population; send the edit without members")
+            else:
+                self._apply_hparams(dict(command.changes))
+        elif isinstance(command, (FreezeMembers, CloneMember)):
+            self._apply_member_command(command)
         elif isinstance(command, SaveCheckpoint):
             self._save("requested")
         elif isinstance(command, Rollback):
@@ -588,6 +677,50 @@ class TrainingSession:
         self._edits.append({"update": self._updates_done, "changes": values})
         self._event("hparams", f"set {text}", changes=values, previous={k: old[k] for k in values})
 
+    def _apply_member_hparams(self, changes: dict[str, object], members) -> None:
+        population = self.population
+        try:
+            chosen = population.check_members(members)
+            previous = population.set_values(changes, chosen)
+        except HParamError as err:
+            self._event("warning", f"edit refused: {err}")
+            return
+        values = check_changes(changes)
+        if members is None:  # every member: the run's own values too
+            self._hparams = self._hparams.with_updates(values)
+        self._edits.append({"update": self._updates_done, "changes": values, "members": list(chosen)})
+        who = "every member" if members is None else "member" + ("s " if len(chosen) > 1 else " ") + ", ".join(
+            map(str, chosen))
+        text = ", ".join(f"{k} -> {v:.6g}" for k, v in values.items())
+        self._event("hparams", f"set {text} for {who}", changes=values, members=list(chosen),
+                    previous={str(m): p for m, p in previous.items()})
+        self._population_event("edit", f"set {text} for {who}", members=list(chosen))
+
+    def _apply_member_command(self, command) -> None:
+        population = self.population
+        if population is None:
+            self._event("warning", f"{type(command).__name__}: this run is not a population")
+            return
+        try:
+            if isinstance(command, FreezeMembers):
+                changed = population.set_frozen(command.members, command.frozen)
+                verb = "froze" if command.frozen else "thawed"
+                if changed:
+                    self._population_event("freeze" if command.frozen else "thaw",
+                                           f"{verb} member{'s' if len(changed) > 1 else ''} "
+                                           f"{', '.join(map(str, changed))}", members=list(changed))
+                if not command.frozen and changed and self.state is SessionState.PAUSED and self.nonfinite:
+                    self.nonfinite = False
+                return
+            replacements = population.clone(command.source, command.targets, command.factor)
+        except HParamError as err:
+            self._event("warning", f"{type(command).__name__.lower()} refused: {err}")
+            return
+        self.backend.clone(population.agent_sources(replacements))
+        self._params_version += 1
+        self._population_event("clone", _replaced(population, replacements), replacements=replacements)
+        self._publish()
+
     def _record(
         self, rows: list[dict[str, float]], started: float, seconds: float, evaluation: EvalResult | None = None
     ) -> None:
@@ -600,11 +733,15 @@ class TrainingSession:
             self._updates_done += 1
             values = {name: float(row.get(name, math.nan)) for name in TRAINER_METRICS}
             per_seed = row.get("per_seed", {})
+            per_member = row.get("per_member", {})
             if evaluation is not None and i == len(rows) - 1:  # the update evaluated
                 values.update(eval_return=evaluation.mean, eval_return_std=evaluation.std)
                 if evaluation.per_seed:
                     per_seed = {**per_seed, "eval_return": evaluation.per_seed,
                                 "eval_return_std": evaluation.per_seed_std}
+                    if self.population is not None:
+                        self.population.observe_eval(evaluation.per_seed)
+                        per_member = {**per_member, "eval_return": self.population.member_means(evaluation.per_seed)}
             records.append(
                 UpdateRecord(
                     update=self._updates_done,
@@ -614,6 +751,7 @@ class TrainingSession:
                     sps=sps,
                     values=values,
                     per_seed=per_seed,
+                    per_member=per_member,
                 )
             )
         self._store.extend(records)
@@ -634,6 +772,7 @@ class TrainingSession:
             history=history,
             history_env_steps=steps,
             seed_returns=self._store.seed_returns(),
+            population=self.population.view() if self.population is not None else None,
         )
         self._notify("on_metrics", snapshot)
 
@@ -659,3 +798,9 @@ class TrainingSession:
                 if self._failing:
                     continue
                 raise ListenerFailed(f"{type(listener).__name__} failed: {_describe(exc)}") from exc
+
+
+def _replaced(population: Population, replacements: list[Replacement]) -> str:
+    return "; ".join(
+        f"member {r.target} <- member {r.source} ({population.describe(r.target)})" for r in replacements
+    )

@@ -89,7 +89,7 @@ class JaxEvaluator:
             return evaluate(acting, key, spec=trainer.spec, step_fn=trainer.act_step, initial_hidden=initial_hidden,
                             episodes=episodes, greedy=True)
 
-        if backend.static.num_seeds > 1:  # every agent on the same episodes
+        if backend.static.num_agents > 1:  # every agent on the same episodes
             run = jax.vmap(run, in_axes=(0, None))
         self._jit = jax.jit(run)
         self._compiled = None

@@ -37,12 +37,21 @@ class UpdateRecord:
     wall_time: float  # seconds since the run started
     sps: float
     values: Mapping[str, float]  # RECORDED_METRICS -> float (NaN where undefined or not evaluated)
-    # With several seeds: `values` holds their mean and this each seed's own values.
+    # With several agents: `values` holds their mean and this each agent's own values
+    # (a population's agents member-major: member m's seed s is m * num_seeds + s).
     per_seed: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
+    # A population: each member's mean over its seeds (NaN for a member that did not train).
+    per_member: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "values", MappingProxyType(dict(self.values)))
         object.__setattr__(self, "per_seed", MappingProxyType({k: tuple(v) for k, v in self.per_seed.items()}))
+        object.__setattr__(self, "per_member", MappingProxyType({k: tuple(v) for k, v in self.per_member.items()}))
+
+    @property
+    def overlay_returns(self) -> tuple[float, ...]:
+        """The returns the chart overlays: each member's in a population, else each seed's."""
+        return self.per_member.get("episode_return") or self.per_seed.get("episode_return", ())
 
     def get(self, name: str) -> float:
         return self.values.get(name, math.nan)
@@ -62,6 +71,12 @@ class UpdateRecord:
                 name: [_json_value(name, float(v)) for v in self.per_seed[name]]
                 for name in RECORDED_METRICS
                 if name in self.per_seed
+            }
+        if self.per_member:
+            out["members"] = {
+                name: [_json_value(name, float(v)) for v in self.per_member[name]]
+                for name in RECORDED_METRICS
+                if name in self.per_member
             }
         return out
 
@@ -83,8 +98,11 @@ class MetricsSnapshot:
     # MetricsStore: it carries the whole run's curves too, see `curves`).
     history: Mapping[str, tuple[float, ...]]
     history_env_steps: tuple[int, ...]
-    # With several seeds: recent episode returns of each seed, aligned with `history`.
+    # With several seeds: recent episode returns of each seed (a population: of each
+    # member), aligned with `history`.
     seed_returns: tuple[tuple[float, ...], ...] = ()
+    # A population's members (rltui.session.population.PopulationView); None for one agent.
+    population: Any = None
 
     @property
     def curves(self) -> Curves:
@@ -175,13 +193,13 @@ class MetricsStore:
                     value = getattr(record, name) if own else float(record.get(name))
                     series.append(value)
                     row.append(value)
-                returns = record.per_seed.get("episode_return", ())
+                returns = record.overlay_returns
                 while len(self._seed_returns) < len(returns):
                     self._seed_returns.append(collections.deque(maxlen=self._capacity))
                 for series, value in zip(self._seed_returns, returns):
                     series.append(value)
                 rows.append((row, returns))
-            buffer = self._buffer(len(records[0].per_seed.get("episode_return", ())))
+            buffer = self._buffer(len(records[0].overlay_returns))
             seeds = len(buffer.columns) - len(METRIC_NAMES)
             values = np.full((len(rows), len(buffer.columns)), np.nan)
             for i, (row, returns) in enumerate(rows):

@@ -210,6 +210,11 @@ def record_from_json(data: Mapping[str, Any]) -> UpdateRecord:
             for name, seeds in (data.get("seeds") or {}).items()
             if name in RECORDED_METRICS and isinstance(seeds, list)
         },
+        per_member={
+            name: tuple(math.nan if v is None else float(v) for v in members)
+            for name, members in (data.get("members") or {}).items()
+            if name in RECORDED_METRICS and isinstance(members, list)
+        },
     )
 
 

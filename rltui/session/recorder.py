@@ -1,4 +1,5 @@
-"""Writes a run's files: metrics.jsonl (one record per update) and events.jsonl.
+"""Writes a run's files: metrics.jsonl (one record per update), events.jsonl, and for a
+population population.jsonl.
 
 A listener like any other; both the dashboard and `--no-ui` attach it. Lines are flushed
 after every chunk so a crash loses at most the chunk in flight.
@@ -15,6 +16,7 @@ from rltui.session.events import SessionEvent
 from rltui.session.metrics import MetricsSnapshot
 
 DISCARDED = "metrics.discarded.jsonl"
+POPULATION = "population.jsonl"
 
 
 class RunFileError(OSError):
@@ -86,6 +88,7 @@ class RunRecorder(SessionListener):
         self.run_dir = Path(run_dir)
         self._metrics = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
         self._events = open(self.run_dir / "events.jsonl", "a", encoding="utf-8")
+        self._population = None  # population.jsonl, opened at a population's first event
 
     def _write(self, file, text: str) -> None:
         try:
@@ -104,14 +107,30 @@ class RunRecorder(SessionListener):
         if self._events.closed:
             return
         self._write(self._events, json.dumps(event.to_json()) + "\n")
+        if event.kind == "population":
+            self._write_population(event)
         if event.kind == "rolled back" and not self._metrics.closed:
             self._metrics.close()
             truncate_metrics(self.run_dir, event.update)
             self._metrics = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
 
+    def _write_population(self, event: SessionEvent) -> None:
+        """population.jsonl: one line per change of a population (start, edit, freeze, clone,
+        pbt, diverged) with the whole member table after it, so that it alone replays the
+        lineage of every member."""
+        if self._population is None:
+            self._population = open(self.run_dir / POPULATION, "a", encoding="utf-8")
+        if self._population.closed:
+            return
+        line = {"update": event.update, "wall_time": round(event.wall_time, 4), "message": event.message,
+                **event.data}
+        self._write(self._population, json.dumps(line) + "\n")
+
     def close(self) -> None:
         _close_quietly(self._metrics)
         _close_quietly(self._events)
+        if self._population is not None:
+            _close_quietly(self._population)
 
 
 def _close_quietly(file) -> None:

@@ -1,0 +1,157 @@
+"""A population in the session: per-member records, freeze and clone commands, PBT with its
+lineage in population.jsonl, a diverging member frozen while the others go on, and resume."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from rltui.session import TrainingSession
+from rltui.session.backend import JaxBackend
+from rltui.session.checkpoints import CheckpointStore
+from rltui.session.commands import CloneMember, FreezeMembers, SetHParams
+from rltui.session.controller import SessionListener
+from rltui.session.events import SessionState
+from rltui.session.population import MemberState, PBTPolicy, Population
+from rltui.session.recorder import RunRecorder
+from trainers.hparams import DynamicHParams, StaticConfig
+
+from helpers import TINY
+
+LRS = (1e-4, 1e-3, 1e-2)
+STATIC = StaticConfig(**TINY, num_members=len(LRS))
+BASE = DynamicHParams.create(anneal_updates=100)
+
+
+class Events(SessionListener):
+    def __init__(self):
+        self.events, self.snapshots = [], []
+
+    def on_event(self, event):
+        self.events.append(event)
+
+    def on_metrics(self, snapshot):
+        self.snapshots.append(snapshot)
+
+    def kinds(self, kind):
+        return [e for e in self.events if e.kind == kind]
+
+
+def run_population(tmp_path, total, *, commands=(), pbt=PBTPolicy(), resume=None, lrs=LRS):
+    population = Population(BASE, [{"lr": lr} for lr in lrs], num_seeds=1, pbt=pbt)
+    backend = JaxBackend(STATIC, 0, jax.local_devices()[:1])
+    session = TrainingSession(backend, BASE, total, chunk_seconds=0.01, population=population, resume=resume,
+                              checkpoints=CheckpointStore.for_run(tmp_path))
+    events, recorder = Events(), RunRecorder(tmp_path)
+    session.add_listener(recorder)
+    session.add_listener(events)
+    for command in commands:
+        session.submit(command)
+    session.start()
+    assert session.join(240)
+    recorder.close()
+    assert session.state is SessionState.FINISHED, session.error
+    return session, events
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_each_member_is_recorded_and_the_population_file_holds_the_table(tmp_path):
+    session, events = run_population(tmp_path, 4)
+    records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [r["update"] for r in records] == [1, 2, 3, 4]
+    assert all(len(r["members"]["policy_loss"]) == 3 for r in records)
+    assert [row["lr"] for row in (r["members"] for r in records[:1])][0][0] == pytest.approx(1e-4 * (1 - 0 / 100))
+    lines = read_jsonl(tmp_path / "population.jsonl")
+    assert lines[0]["action"] == "start"
+    assert [m["values"]["lr"] for m in lines[0]["table"]] == pytest.approx(LRS)
+    view = events.snapshots[-1].population
+    assert [m.state for m in view.members] == [MemberState.TRAINING] * 3
+    assert view.keys == ("lr",)
+
+
+def test_freeze_edit_and_clone_reach_the_chosen_members_only(tmp_path):
+    commands = [FreezeMembers((1,)), SetHParams({"ent_coef": 0.05}, members=(2,)),
+                CloneMember(0, (2,), factor=2.0)]
+    session, events = run_population(tmp_path, 3, commands=commands)
+    view = events.snapshots[-1].population
+    assert view.members[1].state is MemberState.FROZEN
+    assert view.members[2].parent == 0
+    population = session.population
+    assert population.values(2)["lr"] == pytest.approx(2e-4)  # member 0's lr, doubled
+    assert population.values(2)["ent_coef"] == pytest.approx(0.01)  # the clone took member 0's values
+    assert population.values(0)["ent_coef"] == pytest.approx(0.01)
+    # The frozen member never updated: its counter stayed at 0 while the others reached 3.
+    assert np.asarray(session.backend.train_state.update_idx)[0].tolist() == [3, 0, 3]
+    records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert all(r["members"]["policy_loss"][1] is None for r in records)
+    actions = [line["action"] for line in read_jsonl(tmp_path / "population.jsonl")]
+    assert actions == ["start", "freeze", "edit", "clone"]
+
+
+def test_pbt_replaces_the_worst_with_perturbed_clones_and_records_the_lineage(tmp_path):
+    pbt = PBTPolicy(every_updates=2, fraction=0.34, perturb=(0.5, 2.0), seed=3)
+    session, events = run_population(tmp_path, 6, pbt=pbt)
+    steps = [line for line in read_jsonl(tmp_path / "population.jsonl") if line["action"] == "pbt"]
+    assert [s["update"] for s in steps] and all(s["update"] % 2 == 0 for s in steps)
+    for step in steps:
+        (change,) = step["replacements"]
+        assert change["target"] != change["source"]
+        table = {m["member"]: m for m in step["table"]}
+        assert table[change["target"]]["parent"] == change["source"]
+        assert table[change["target"]]["values"]["lr"] == pytest.approx(change["values"]["lr"])
+        ratio = change["values"]["lr"] / table[change["source"]]["values"]["lr"]
+        assert min(abs(ratio - 0.5), abs(ratio - 2.0)) < 1e-5
+
+
+def test_a_diverging_member_is_frozen_and_reported_while_the_others_go_on(tmp_path):
+    session, events = run_population(tmp_path, 4, lrs=(1e-4, 3e-4, 1e-3),
+                                     commands=[SetHParams({"lr": 1e30}, members=(1,))])
+    (diverged,) = [e for e in events.kinds("population") if e.data["action"] == "diverged"]
+    assert diverged.data["members"] == [1]
+    assert "member 1" in diverged.message
+    assert session.population.state(1) is MemberState.DIVERGED
+    state = session.backend.train_state
+    assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree.leaves(state.params))
+    assert np.asarray(state.update_idx)[0].tolist() == [4, 0, 4]
+    assert not session.nonfinite  # the run did not pause
+    assert (tmp_path / "checkpoints").exists() and list((tmp_path / "checkpoints").glob("checkpoint-*.msgpack"))
+
+
+def test_a_population_resumes_exactly_pbt_and_all(tmp_path):
+    """Bit-exact on the same machine (the same compiled program), PBT steps included."""
+    pbt = PBTPolicy(every_updates=2, fraction=0.34, perturb=(0.5, 2.0), seed=1)
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    run_population(whole, 4, pbt=pbt, commands=[FreezeMembers((2,))])
+    first = tmp_path / "first"
+    first.mkdir()
+    run_population(first, 2, pbt=pbt, commands=[FreezeMembers((2,))])
+    (checkpoint,) = sorted((first / "checkpoints").glob("checkpoint-*.msgpack"))
+    session, _ = run_population(first, 4, pbt=pbt, resume=checkpoint.read_bytes())
+    assert session.population.state(2) is MemberState.FROZEN
+    a = read_jsonl(whole / "metrics.jsonl")
+    b = read_jsonl(first / "metrics.jsonl")
+    assert [r["update"] for r in b] == [1, 2, 3, 4]
+    for x, y in zip(a, b):
+        assert x["members"]["policy_loss"] == y["members"]["policy_loss"]
+        assert x["members"]["lr"] == y["members"]["lr"]
+    lineage = lambda d: [(s["update"], s["replacements"]) for s in read_jsonl(d / "population.jsonl")
+                         if s["action"] == "pbt"]
+    assert lineage(whole) == lineage(first)
+    assert not any(math.isnan(v) for v in session.population.values(0).values())
+
+
+def test_edits_to_members_are_refused_in_one_event_when_bad(tmp_path):
+    session, events = run_population(tmp_path, 1, commands=[SetHParams({"lr": 1e-3}, members=(7,)),
+                                                            CloneMember(0, (0,))])
+    warnings = [e.message for e in events.kinds("warning")]
+    assert "edit refused: member 7: expected a member index from 0 to 2" in warnings
+    assert "clonemember refused: member 0: cannot clone a member into itself" in warnings
+    assert SetHParams({"lr": 1e-3}).members is None  # an edit without members reaches every member
