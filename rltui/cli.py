@@ -217,8 +217,7 @@ def cmd_envs(args: argparse.Namespace) -> int:
     from rltui import presets
     from trainers.envs import SUPPORTED_ENVS, make_env
 
-    print(f"{'env':<26} {'observation':<14} {'actions':<32} tuned preset (ppo)")
-    tuned = presets.presets("ppo")
+    print(f"{'env':<26} {'observation':<14} {'actions':<32} {'family':<11} settings (ppo)")
     for env_id in SUPPORTED_ENVS:
         spec = make_env(env_id)
         shape = "x".join(str(d) for d in spec.obs_shape)
@@ -227,9 +226,9 @@ def cmd_envs(args: argparse.Namespace) -> int:
         else:
             low, high = float(spec.action_low.min()), float(spec.action_high.max())
             actions = f"continuous ({spec.num_actions}-dim, [{low:g}, {high:g}])"
-        print(
-            f"{env_id:<26} {shape:<14} {actions:<32} {_preset_summary(env_id in tuned, presets.result('ppo', env_id))}"
-        )
+        family = presets.family_of(env_id)
+        summary = _preset_summary(presets.has_preset("ppo", env_id), presets.result("ppo", env_id), family)
+        print(f"{env_id:<26} {shape:<14} {actions:<32} {family or '-':<11} {summary}")
     _print_suites()
     return 0
 
@@ -256,11 +255,25 @@ def _print_suites() -> None:
             print(f"  {suite.name}:{name}")
 
 
-def _preset_summary(has_preset: bool, result) -> str:
-    if not has_preset:
+def _preset_summary(has_preset: bool, result, family: str | None = None) -> str:
+    """Where an env's settings come from (its own preset, else its family's defaults) and
+    what they reached here."""
+    if has_preset:
+        source = "preset"
+    elif family:
+        source = f"{family} family defaults"
+    else:
         return "-"
     if result is None:
-        return "preset (not measured here)"
+        return f"{source} (not measured here)"
+    measured = (
+        f"{source}: return {result.mean:g}, worst of {result.seeds} seeds {result.min:g}, in "
+        f"{result.steps / 1e6:.1f}M steps"
+    )
+    if result.random is not None and result.mean <= result.random:
+        return f"{measured} (no better than a random policy, {result.random:g})"
+    if result.reference is None:
+        return f"{measured} (no published reference)"
     if result.min >= result.reference:
         reached = "every seed reaches"
     elif result.mean >= result.reference:
@@ -269,10 +282,7 @@ def _preset_summary(has_preset: bool, result) -> str:
         reached = f"the best any policy reaches on these episodes is {result.optimum:g}, below"
     else:
         reached = "short of"
-    return (
-        f"return {result.mean:g}, worst of {result.seeds} seeds {result.min:g}, in {result.steps / 1e6:.1f}M steps"
-        f" ({reached} the reference {result.reference:g})"
-    )
+    return f"{measured} ({reached} the reference {result.reference:g})"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -341,8 +341,8 @@ ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
 def build_config(
     file_values: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] | None = None, *, use_preset: bool = True
 ) -> RunConfig:
-    """Built-in defaults < the algorithm's defaults < the env's tuned preset (unless
-    `use_preset` is off) < `file_values` < `overrides`."""
+    """Built-in defaults < the algorithm's defaults < the env's family defaults < the env's
+    tuned preset (neither when `use_preset` is off) < `file_values` < `overrides`."""
     merged: dict[str, Any] = {}
     for source in (file_values or {}, overrides or {}):
         for key, value in source.items():
@@ -357,7 +357,7 @@ def build_config(
 
         tuned = {
             key: coerce_value(key, value)
-            for key, value in presets.preset(algo, merged.get("env", KEYS["env"].default)).items()
+            for key, value in presets.settings(algo, merged.get("env", KEYS["env"].default)).items()
         }
         algo_defaults = {**algo_defaults, **tuned}
     config = RunConfig(**{**algo_defaults, **merged})
@@ -388,10 +388,6 @@ def _check_population(config: RunConfig) -> None:
 
     sweep = plan_sweep(config)
     members = len(sweep.members) if sweep is not None else 1
-    if sweep is not None and members == 1:
-        values = " ".join(f"--set {sweep.label(0).replace(' ', ' --set ')}".split())
-        raise ConfigError(f"sweep: a population needs at least 2 members, this sweep gives one; for one value use "
-                          f"{values}")
     for key in config.pbt_keys:
         if not KEYS[key].reads(config.algo):
             raise ConfigError(f"pbt_keys: algo = {config.algo} does not read {key}")
