@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 
 from rltui import __version__
 from rltui.session import protocol
-from rltui.session.commands import Command, SetHParams
+from rltui.session.commands import CloneMember, Command, FreezeMembers, SetHParams
 from rltui.session.control_paths import (
     ControlPathError,
     bind_owner_only,
@@ -488,10 +488,35 @@ class ControlServer(SessionListener):
                 validate_changes(dict(command.changes))
             except HParamError as err:
                 raise ProtocolError(str(err)) from None
+        self._check_members(command)
         if not self._command_tokens.take():
             raise ProtocolError(
                 f"too many commands (more than {self._command_tokens.rate:g} a second); this one was not applied")
         self.session.submit(command)
+
+    def _check_members(self, command: Command) -> None:
+        """A command naming members, refused at once when the latest snapshot shows it
+        cannot apply (this run is no population, or has no such member), so the client's
+        reply says so. Before the first snapshot the session checks, and says so in a
+        warning event; a population's size never changes, so the latest snapshot's holds."""
+        if isinstance(command, SetHParams):
+            members = command.members
+        elif isinstance(command, FreezeMembers):
+            members = command.members
+        elif isinstance(command, CloneMember):
+            members = (command.source, *command.targets)
+        else:
+            return
+        if members is None or self._latest_head is None:
+            return
+        name = protocol.command_name(command)
+        population = self._latest_head.get("population")
+        if population is None:
+            raise ProtocolError(f"{name}: this run is not a population; it has no members to choose")
+        size = len(population["members"])
+        for member in members:
+            if member >= size:
+                raise ProtocolError(f"{name}: member {member}: expected a member index from 0 to {size - 1}")
 
     def _request_params(self, client: _Client | None, request_id: Any) -> None:
         """Ask the session for a copy; `_send_params` answers once it is there."""

@@ -5,7 +5,7 @@ Server to client: `hello` (first, once), `snapshot`, `state`, `event`, `ok`, `er
 `params` (only in answer to a `params` request, in pieces).
 Client to server: `command`, `params` (the policy's parameters, for the watch view),
 optionally `hello` (to check the protocol version).
-The README ("Control protocol") documents every field.
+docs/control-protocol.md documents every field.
 
 A client's line is data from outside: `parse_request` checks every field it uses (types,
 ranges, sizes) before anything acts on it, and any failure is a `ProtocolError`.
@@ -18,12 +18,25 @@ import binascii
 import json
 import math
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from rltui.session.commands import Command, Pause, Resume, Rollback, SaveCheckpoint, SetHParams, Stop
+from rltui.population.sweep import MAX_AGENTS
+from rltui.session.commands import (
+    CloneMember,
+    Command,
+    FreezeMembers,
+    Pause,
+    Resume,
+    Rollback,
+    SaveCheckpoint,
+    SetHParams,
+    Stop,
+)
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.metrics import RECORDED_METRICS, UpdateRecord
-from trainers.hparams import LIVE_HPARAMS
+from rltui.session.population import TREND_LENGTH, MemberState, MemberView, PopulationView
+from trainers.hparams import LIVE_HPARAMS, DynamicHParams
 
 PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 64 * 1024  # a client message longer than this is refused
@@ -38,6 +51,11 @@ _COMMANDS: dict[str, type] = {
     "stop": Stop,
 }
 _COMMAND_NAMES = {cls: name for name, cls in _COMMANDS.items()}
+# Commands with fields, each read by its own function below.
+_FIELD_COMMANDS: dict[type, str] = {SetHParams: "set_hparams", FreezeMembers: "freeze", CloneMember: "clone"}
+# A population has at most this many members (each has at least one agent): a longer list
+# of members, or a larger index, can name none of them.
+MAX_MEMBERS = MAX_AGENTS
 
 
 class ProtocolError(ValueError):
@@ -115,13 +133,20 @@ def decode(line: bytes) -> dict[str, Any]:
 
 # --- commands (client to server) ------------------------------------------------------------
 def command_message(command: Command) -> dict[str, Any]:
+    message: dict[str, Any] = {"type": "command", "command": command_name(command)}
     if isinstance(command, SetHParams):
-        return {"type": "command", "command": "set_hparams", "changes": dict(command.changes)}
-    return {"type": "command", "command": _COMMAND_NAMES[type(command)]}
+        message["changes"] = dict(command.changes)
+        if command.members is not None:
+            message["members"] = list(command.members)
+    elif isinstance(command, FreezeMembers):
+        message.update(members=list(command.members), frozen=command.frozen)
+    elif isinstance(command, CloneMember):
+        message.update(source=command.source, targets=list(command.targets), factor=command.factor)
+    return message
 
 
 def command_name(command: Command) -> str:
-    return "set_hparams" if isinstance(command, SetHParams) else _COMMAND_NAMES[type(command)]
+    return _FIELD_COMMANDS.get(type(command)) or _COMMAND_NAMES[type(command)]
 
 
 def _number(key: str, value: Any) -> float:
@@ -138,25 +163,86 @@ def _number(key: str, value: Any) -> float:
     return number
 
 
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_MEMBERS
+
+
+def _member(command: str, field: str, value: Any) -> int:
+    if not _is_index(value):
+        raise ProtocolError(
+            f'{command}: "{field}": expected a member index (an integer from 0 to {MAX_MEMBERS - 1}), '
+            f"got {quote(value)}")
+    return value
+
+
+def _members(command: str, field: str, value: Any) -> tuple[int, ...]:
+    """A non-empty list of member indices. Only the form is checked here: whether each
+    names one of the run's members is the session's (or the server's) check."""
+    if not isinstance(value, list):
+        raise ProtocolError(f'{command}: "{field}": expected a list of member indices, got {quote(value)}')
+    if not 1 <= len(value) <= MAX_MEMBERS:
+        raise ProtocolError(
+            f'{command}: "{field}": expected 1 to {MAX_MEMBERS} member indices, got {len(value)}')
+    return tuple(_member(command, field, item) for item in value)
+
+
+def _set_hparams(message: Mapping[str, Any]) -> SetHParams:
+    changes = message.get("changes")
+    if not isinstance(changes, dict) or not changes:
+        raise ProtocolError('set_hparams needs "changes": an object of name -> number')
+    numbers = {}
+    for key, value in changes.items():
+        if key not in LIVE_HPARAMS:
+            raise ProtocolError(
+                f"set_hparams: {quote(key)}: not editable while training; editable: {', '.join(LIVE_HPARAMS)}")
+        numbers[key] = _number(key, value)
+    members = message.get("members")
+    return SetHParams(numbers, None if members is None else _members("set_hparams", "members", members))
+
+
+def _freeze(message: Mapping[str, Any]) -> FreezeMembers:
+    if "members" not in message:
+        raise ProtocolError('freeze needs "members": a list of member indices')
+    members = _members("freeze", "members", message["members"])
+    frozen = message.get("frozen", True)
+    if not isinstance(frozen, bool):
+        raise ProtocolError(f'freeze: "frozen": expected true or false, got {quote(frozen)}')
+    return FreezeMembers(members, frozen)
+
+
+def _clone(message: Mapping[str, Any]) -> CloneMember:
+    for field in ("source", "targets"):
+        if field not in message:
+            raise ProtocolError('clone needs "source" (a member index) and "targets" (a list of member indices)')
+    source = _member("clone", "source", message["source"])
+    targets = _members("clone", "targets", message["targets"])
+    factor = message.get("factor", 1.0)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < _float(factor) < math.inf:
+        raise ProtocolError(f'clone: "factor": expected a positive finite number, got {quote(factor)}')
+    return CloneMember(source, targets, float(factor))
+
+
+def _float(value: int | float) -> float:
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
+_READERS = {"set_hparams": _set_hparams, "freeze": _freeze, "clone": _clone}
+
+
 def command_from_message(message: Mapping[str, Any]) -> Command:
     """The command a `command` message asks for; ProtocolError naming what is wrong. Names
-    and value types are checked here (numbers arrive as finite floats); the session checks
-    hyperparameter ranges."""
+    and value types are checked here (numbers arrive as finite floats, member indices as
+    non-negative integers); the session checks hyperparameter ranges and which members
+    the run has."""
     name = message.get("command")
-    if name == "set_hparams":
-        changes = message.get("changes")
-        if not isinstance(changes, dict) or not changes:
-            raise ProtocolError('set_hparams needs "changes": an object of name -> number')
-        numbers = {}
-        for key, value in changes.items():
-            if key not in LIVE_HPARAMS:
-                raise ProtocolError(
-                    f"set_hparams: {quote(key)}: not editable while training; editable: {', '.join(LIVE_HPARAMS)}")
-            numbers[key] = _number(key, value)
-        return SetHParams(numbers)
+    if isinstance(name, str) and name in _READERS:
+        return _READERS[name](message)
     if isinstance(name, str) and name in _COMMANDS:
         return _COMMANDS[name]()
-    known = ", ".join([*_COMMANDS, "set_hparams"])
+    known = ", ".join([*_COMMANDS, *_READERS])
     raise ProtocolError(f"unknown command {quote(name)}; known: {known}")
 
 
@@ -226,7 +312,7 @@ def snapshot_message(snapshot: Any, records: tuple[UpdateRecord, ...]) -> dict[s
 
 def snapshot_head(snapshot: Any) -> dict[str, Any]:
     """A snapshot message without its records (`snapshot_line` adds them)."""
-    return {
+    head = {
         "type": "snapshot",
         "state": snapshot.state.value,
         "update": snapshot.update,
@@ -237,6 +323,116 @@ def snapshot_head(snapshot: Any) -> dict[str, Any]:
         "sps": round(snapshot.sps, 1),
         "hparams": dict(snapshot.hparams),
     }
+    population = getattr(snapshot, "population", None)
+    if population is not None:  # absent for one agent: a population-unaware client sees what it always did
+        head["population"] = population_json(population)
+    return head
+
+
+# --- a population's members (in a snapshot) ----------------------------------------------------
+TREND_DIGITS = 6  # significant digits of a member's trend: a sparkline's points, not results
+
+
+def _optional(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def population_json(view: PopulationView) -> dict[str, Any]:
+    """A `PopulationView` as a snapshot carries it: `members[i]` is member i, its `values`
+    in the order of `keys`."""
+    return {
+        "keys": list(view.keys),
+        "num_seeds": view.num_seeds,
+        "pbt_every_updates": view.pbt_every_updates,
+        "members": [
+            {
+                "values": [float(member.values[key]) for key in view.keys],
+                "state": member.state.value,
+                "latest_return": _optional(member.latest_return),
+                "best_return": _optional(member.best_return),
+                "eval_return": _optional(member.eval_return),
+                "trend": [float(f"{v:.{TREND_DIGITS}g}") if math.isfinite(v) else None for v in member.trend],
+                "parent": member.parent,
+            }
+            for member in view.members
+        ],
+    }
+
+
+def _field(data: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in data:
+        raise ProtocolError(f'population: {where}: missing "{key}"')
+    return data[key]
+
+
+def _count(value: Any, where: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ProtocolError(f"population: {where}: expected an integer from {low} to {high}, got {quote(value)}")
+    return value
+
+
+def _finite(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(_float(value)):
+        raise ProtocolError(f"population: {where}: expected a finite number, got {quote(value)}")
+    return float(value)
+
+
+def _finite_or_null(value: Any, where: str) -> float | None:
+    return None if value is None else _finite(value, where)
+
+
+def _list(value: Any, where: str, high: int) -> list:
+    if not isinstance(value, list) or len(value) > high:
+        raise ProtocolError(f"population: {where}: expected a list of at most {high} items, got {quote(value)}")
+    return value
+
+
+_MEMBER_STATES = tuple(state.value for state in MemberState)
+
+
+def _member_view(data: Any, index: int, keys: tuple[str, ...], size: int) -> MemberView:
+    where = f"member {index}"
+    if not isinstance(data, dict):
+        raise ProtocolError(f"population: {where}: expected an object, got {quote(data)}")
+    values = _list(_field(data, "values", where), f"{where}: values", len(keys))
+    if len(values) != len(keys):
+        raise ProtocolError(f"population: {where}: {len(values)} values for {len(keys)} keys")
+    state = _field(data, "state", where)
+    if state not in _MEMBER_STATES:
+        raise ProtocolError(f"population: {where}: unknown state {quote(state)}; known: {', '.join(_MEMBER_STATES)}")
+    trend = _list(data.get("trend", []), f"{where}: trend", TREND_LENGTH)
+    parent = data.get("parent")
+    return MemberView(
+        index=index,
+        values=MappingProxyType({key: _finite(v, f"{where}: {key}") for key, v in zip(keys, values)}),
+        state=MemberState(state),
+        latest_return=_finite_or_null(data.get("latest_return"), f"{where}: latest_return"),
+        best_return=_finite_or_null(data.get("best_return"), f"{where}: best_return"),
+        eval_return=_finite_or_null(data.get("eval_return"), f"{where}: eval_return"),
+        trend=tuple(math.nan if v is None else _finite(v, f"{where}: trend") for v in trend),
+        parent=None if parent is None else _count(parent, f"{where}: parent", 0, size - 1),
+    )
+
+
+def population_from_json(data: Any) -> PopulationView | None:
+    """The inverse of `population_json` (None for null: one agent), checked field by field:
+    what the run sends is data, and anything malformed is a ProtocolError."""
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise ProtocolError(f"population: expected an object, got {quote(data)}")
+    keys = _list(_field(data, "keys", "the table"), "keys", len(DynamicHParams._fields))
+    if any(key not in DynamicHParams._fields for key in keys) or len(set(keys)) != len(keys):
+        raise ProtocolError(f"population: keys: expected distinct traced hyperparameters, got {quote(keys)}")
+    members = _list(_field(data, "members", "the table"), "members", MAX_MEMBERS)
+    if len(members) < 2:
+        raise ProtocolError(f"population: members: expected at least 2, got {len(members)}")
+    return PopulationView(
+        keys=tuple(keys),
+        num_seeds=_count(_field(data, "num_seeds", "the table"), "num_seeds", 1, MAX_AGENTS),
+        members=tuple(_member_view(m, i, tuple(keys), len(members)) for i, m in enumerate(members)),
+        pbt_every_updates=_count(data.get("pbt_every_updates", 0), "pbt_every_updates", 0, 2**62),
+    )
 
 
 def encode_record(record: UpdateRecord) -> bytes:

@@ -32,6 +32,7 @@ from rltui.session.events import SessionEvent, SessionState
 from rltui.session.history import Curves
 from rltui.session.interface import ParamsSnapshot, ParamsUnavailable
 from rltui.session.metrics import MetricsSnapshot, MetricsStore
+from rltui.session.population import PopulationView
 from rltui.session.protocol import ProtocolError
 from trainers.hparams import DynamicHParams
 
@@ -110,6 +111,7 @@ class RemoteSession:
         self._events: collections.deque[SessionEvent] = collections.deque(maxlen=500)
         self._ended = threading.Event()
         self._detached = False
+        self._population_refused = False  # a malformed population table was reported
         # Parameters requests waiting for their answer, by request id (the reader thread
         # fills them in; a lost connection fails them).
         self._params_lock = threading.Lock()
@@ -277,8 +279,20 @@ class RemoteSession:
             if not self._params_failed(message.get("id"), f"the run refused: {message.get('error')}"):
                 self._notify_refusal(str(message.get("error")))
 
+    def _population(self, data: Any) -> PopulationView | None:
+        """The snapshot's population table; a malformed one is shown as none (the records
+        beside it are still kept), and the user told once."""
+        try:
+            return protocol.population_from_json(data)
+        except ProtocolError as err:
+            if not self._population_refused:
+                self._population_refused = True
+                self._notify_warning(f"the run sent a population table this rltui cannot read ({err})")
+            return None
+
     def _on_snapshot(self, message: dict[str, Any]) -> None:
         records = tuple(protocol.record_from_json(r) for r in message.get("records", ()))
+        population = self._population(message.get("population"))
         with self._lock:
             self._store.extend(list(records))
             history, steps = self._store.history()
@@ -296,6 +310,7 @@ class RemoteSession:
                 history=history,
                 history_env_steps=steps,
                 seed_returns=self._store.seed_returns(),
+                population=population,
             )
             for listener in self._listeners:
                 listener.on_metrics(self._latest)
@@ -310,7 +325,7 @@ class RemoteSession:
 
     def _on_event(self, event: SessionEvent) -> None:
         with self._lock:
-            if event.kind == "hparams":
+            if event.kind == "hparams" and self._edits_whole_run(event.data):
                 self._hparams.update(event.data.get("changes", {}))
             elif event.kind == "rolled back" and "env_steps" in event.data:
                 self._store.drop_after(int(event.data["env_steps"]))
@@ -318,10 +333,23 @@ class RemoteSession:
             for listener in self._listeners:
                 listener.on_event(event)
 
+    def _edits_whole_run(self, data: Mapping[str, Any]) -> bool:
+        """Whether an `hparams` event changes the run's own values: an edit of some of a
+        population's members changes only theirs (the next snapshot's table shows them)."""
+        members = data.get("members")
+        if members is None:
+            return True
+        population = self._latest.population if self._latest is not None else None
+        return (population is not None and isinstance(members, list)
+                and len(set(map(str, members))) >= len(population.members))
+
     def _notify_refusal(self, text: str) -> None:
+        self._notify_warning(f"the run refused: {text}")
+
+    def _notify_warning(self, text: str) -> None:
         latest = self._latest
         event = SessionEvent(
-            kind="warning", update=latest.update if latest else 0, message=f"the run refused: {text}",
+            kind="warning", update=latest.update if latest else 0, message=text,
             wall_time=latest.elapsed if latest else 0.0,
         )
         with self._lock:
