@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rltui.errors import UsageError
-from rltui.export import RunData, open_run
+from rltui.export import MEMBERS, RunData, member_tag, open_run
 
 FINAL_WINDOW = 10  # the final return: the mean of the last this many finite values
 
@@ -134,6 +134,7 @@ class RunSummary(NamedTuple):
     wall_time: float
     differences: tuple[str, ...]  # "key=value" where the config differs from the first run's
     problems: tuple[str, ...]
+    population: str = ""  # a population: "3x1 (members x seeds), best member 2 (lr=0.001)"; else empty
 
 
 def steps_to(steps: Sequence[int], values: Sequence[float], threshold: float) -> int | None:
@@ -160,7 +161,15 @@ def _show(value: Any) -> str:
 
 
 def summarize(run: RunData, metric: str, threshold: float | None, base: dict[str, Any]) -> RunSummary:
-    steps, values = run.column(metric)
+    """A run's figures of `metric`. A population is compared by its best member (the one
+    whose final value is highest): its final, best and steps to the threshold."""
+    compared = compared_column(run, metric)
+    steps, values = compared.steps, compared.values
+    population = ""
+    if run.num_members and not metric.startswith(MEMBERS + "/"):
+        population = f"{run.num_members}x{run.num_seeds}"
+        if compared.member is not None:
+            population += f", best member {compared.member}{_member_values(run, compared.member)}"
     last = run.records[-1] if run.records else {}
     tail = values[-FINAL_WINDOW:]
     return RunSummary(
@@ -175,7 +184,46 @@ def summarize(run: RunData, metric: str, threshold: float | None, base: dict[str
         wall_time=float(last.get("wall_time", 0.0) or 0.0),
         differences=config_differences(base, run.config) if run.config is not base else (),
         problems=tuple(run.problems),
+        population=population,
     )
+
+
+class Compared(NamedTuple):
+    steps: list[int]
+    values: list[float]
+    member: int | None  # the population member these are of; None: the run's own column
+
+
+def compared_column(run: RunData, metric: str) -> Compared:
+    """What a run is compared by: its `metric`, or for a population its best member's."""
+    if run.num_members and not metric.startswith(MEMBERS + "/"):
+        best = _best_member(run, metric)
+        if best is not None:
+            return Compared(*run.column(member_tag(best, metric)), best)
+    return Compared(*run.column(metric), None)
+
+
+def _best_member(run: RunData, metric: str) -> int | None:
+    """The member whose final `metric` (mean of its last FINAL_WINDOW values) is highest."""
+    finals = {}
+    for m in range(run.num_members):
+        tail = run.column(member_tag(m, metric))[1][-FINAL_WINDOW:]
+        if tail:
+            finals[m] = mean(tail)
+    return max(finals, key=lambda m: (finals[m], -m)) if finals else None
+
+
+def _member_values(run: RunData, member: int) -> str:
+    """ " (lr=0.001)": the member's values of the swept keys, as its population.jsonl last
+    recorded them."""
+    table = run.member_table()
+    row = next((r for r in table if r.get("member") == member), None)
+    values = row.get("values") if row else None
+    sweep = run.config.get("sweep")
+    if not isinstance(values, dict) or not isinstance(sweep, dict):
+        return ""
+    shown = [f"{k}={_show(values[k])}" for k in sweep if isinstance(values.get(k), (int, float))]
+    return f" ({' '.join(shown)})" if shown else ""
 
 
 # --- output ---------------------------------------------------------------------------------------
@@ -213,6 +261,8 @@ def summary_table(summaries: Sequence[RunSummary], metric: str, threshold: float
         if threshold is not None:
             row.append(f"{s.steps_to_threshold:,}" if s.steps_to_threshold is not None else "never")
         note = "(first)" if i == 0 else (" ".join(s.differences) or "(same)")
+        if s.population:
+            note = f"[population {s.population}] " + note
         if s.problems:
             note = f"[damaged: {'; '.join(s.problems)}] " + note
         row += [_duration(s.wall_time), note]
@@ -247,7 +297,8 @@ def group_by(runs: Sequence[RunData], key: str) -> dict[Any, list[RunData]]:
 
 def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | None = None,
          height: int | None = None, group: str | None = None, statistic: str = "mean") -> str:
-    """The runs' curves (or each group's band) overlaid, as terminal text (plotext)."""
+    """The runs' curves (or each group's band) overlaid, as terminal text (plotext); a
+    population's is its best member's."""
     import plotext as plt
 
     plt.clear_figure()
@@ -258,7 +309,7 @@ def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | No
         for value, members in group_by(runs, group).items():
             curves = []
             for run in members:
-                steps, values = run.column(metric)
+                steps, values, _ = compared_column(run, metric)
                 curves.append((steps, ema(values, smooth) if values else values))
             b = band(curves, statistic)
             if len(b.steps):
@@ -268,9 +319,10 @@ def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | No
                 plt.plot(b.steps.tolist(), b.high.tolist(), marker="dot")
     else:
         for run in runs:
-            steps, values = run.column(metric)
+            steps, values, member = compared_column(run, metric)
             if values:
-                plt.plot(steps, ema(values, smooth).tolist(), label=run.name)
+                label = run.name if member is None else f"{run.name} (member {member})"
+                plt.plot(steps, ema(values, smooth).tolist(), label=label)
     plt.title(f"{metric}{f' (EMA {smooth:g})' if smooth else ''}")
     plt.xlabel("env steps")
     return plt.build()

@@ -16,8 +16,9 @@ import json
 import math
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rltui.errors import UsageError
 
@@ -27,6 +28,33 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 METRICS, EVENTS, CONFIG = "metrics.jsonl", "events.jsonl", "config.toml"
+POPULATION = "population.jsonl"  # a population's changes, each with its member table after it
+MEMBERS = "members"  # a population's series: `members/<m>/NAME` (and `members/<m>/NAME/seed_<s>`)
+
+
+class PopulationShape(NamedTuple):
+    members: int
+    seeds: int  # agents per member
+
+
+def population_shape(record: Mapping[str, Any]) -> PopulationShape | None:
+    """A population record's members and seeds per member (its "seeds" lists are per agent,
+    member-major); None for a record of one agent or of several seeds without members."""
+    members = record.get(MEMBERS)
+    if not isinstance(members, Mapping):
+        return None
+    count = next((len(v) for v in members.values() if isinstance(v, list)), 0)
+    if not count:
+        return None
+    seeds = record.get("seeds")
+    agents = count
+    if isinstance(seeds, Mapping):
+        agents = next((len(v) for v in seeds.values() if isinstance(v, list)), count)
+    return PopulationShape(count, agents // count if agents % count == 0 and agents >= count else 1)
+
+
+def member_tag(member: int, name: str, seed: int | None = None) -> str:
+    return f"{MEMBERS}/{member}/{name}" + ("" if seed is None else f"/seed_{seed}")
 
 
 @dataclasses.dataclass
@@ -39,6 +67,7 @@ class RunData:
     records: list[dict[str, Any]]
     events: list[dict[str, Any]]
     problems: list[str]
+    population: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # population.jsonl's lines
 
     @property
     def name(self) -> str:
@@ -49,15 +78,49 @@ class RunData:
         return bool(self.problems)
 
     def column(self, name: str) -> tuple[list[int], list[float]]:
-        """The env steps and finite values of metric `name` (a seed's: `NAME/seed_I`)."""
+        """The env steps and finite values of metric `name` (a seed's: `NAME/seed_I`; a
+        population member's: `members/M/NAME`, one of its seeds: `members/M/NAME/seed_S`)."""
         steps, values = [], []
         base, _, seed = name.partition("/seed_")
+        member, metric = _member_part(base)
         for record in self.records:
-            value = record.get(name) if not seed else _seed_value(record, base, int(seed))
+            if member is not None:
+                value = _member_value(record, metric, member, int(seed) if seed.isdigit() else None)
+            else:
+                value = record.get(name) if not seed else _seed_value(record, base, int(seed))
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                 steps.append(int(record.get("env_steps", 0)))
                 values.append(float(value))
         return steps, values
+
+    @property
+    def num_members(self) -> int:
+        """A population's size (0 for a run of one configuration), from its records or,
+        before the first record, its population.jsonl."""
+        for record in self.records[:1] + self.records[-1:]:
+            shape = population_shape(record)
+            if shape is not None:
+                return shape.members
+        for line in self.population[-1:]:
+            table = line.get("table")
+            if isinstance(table, list) and len(table) > 1:
+                return len(table)
+        return 0
+
+    @property
+    def num_seeds(self) -> int:
+        """Agents per member (per configuration)."""
+        value = self.config.get("num_seeds", 1)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+    def member_table(self) -> list[dict[str, Any]]:
+        """Each member's values, state and parent after the population's last change (from
+        population.jsonl; empty without one)."""
+        for line in reversed(self.population):
+            table = line.get("table")
+            if isinstance(table, list):
+                return [row for row in table if isinstance(row, dict)]
+        return []
 
     @property
     def steps_per_update(self) -> int:
@@ -68,6 +131,25 @@ class RunData:
             return max(1, int(self.config.get("num_envs", 1)) * int(self.config.get("num_steps", 1)))
         except (TypeError, ValueError):
             return 1
+
+
+def _member_part(name: str) -> tuple[int | None, str]:
+    """`members/M/NAME` as (M, NAME); (None, name) for any other name."""
+    head, _, rest = name.partition("/")
+    index, _, metric = rest.partition("/")
+    if head == MEMBERS and index.isdigit() and metric:
+        return int(index), metric
+    return None, name
+
+
+def _member_value(record: dict, name: str, member: int, seed: int | None) -> Any:
+    if seed is None:
+        values = (record.get(MEMBERS) or {}).get(name)
+        return values[member] if isinstance(values, list) and member < len(values) else None
+    shape = population_shape(record)
+    if shape is None or seed >= shape.seeds:
+        return None
+    return _seed_value(record, name, member * shape.seeds + seed)
 
 
 def _seed_value(record: dict, name: str, seed: int) -> Any:
@@ -127,7 +209,8 @@ def read_run(path: Path) -> RunData:
     if not (path / METRICS).exists():
         problems.append(f"no {METRICS}")
     events = read_jsonl(path / EVENTS, problems)
-    return RunData(path, config, records, events, problems)
+    population = read_jsonl(path / POPULATION, problems)
+    return RunData(path, config, records, events, problems, population)
 
 
 def open_run(path: Path, flag: str = "RUN_DIR") -> RunData:
@@ -150,7 +233,7 @@ def export_tensorboard(run: RunData, directory: Path) -> int:
     returns the number of records written."""
     import time
 
-    from rltui.loggers import event_text, scalars
+    from rltui.loggers import event_kind, event_text, scalars
     from rltui.loggers.tensorboard import (
         CONFIG_TAG,
         EVENTS_TAG,
@@ -184,7 +267,8 @@ def export_tensorboard(run: RunData, directory: Path) -> int:
         for event in run.events:
             data = event.get("data") if isinstance(event.get("data"), dict) else {}
             step = int(data.get("env_steps", int(event.get("update", 0)) * per_update))
-            texts.setdefault(step, []).append(event_text(str(event.get("kind", "")), str(event.get("message", ""))))
+            kind = event_kind(str(event.get("kind", "")), data)
+            texts.setdefault(step, []).append(event_text(kind, str(event.get("message", ""))))
         for step in sorted(texts):
             writer.write_summary(text_summary(EVENTS_TAG, "\n\n".join(texts[step])), step, started)
     finally:
@@ -193,15 +277,17 @@ def export_tensorboard(run: RunData, directory: Path) -> int:
 
 
 def csv_columns(records: list[dict[str, Any]]) -> list[str]:
-    """update, env_steps, then every other number in the order first seen (seeds last)."""
+    """update, env_steps, then every other number in the order first seen (a population's
+    members after them, seeds last)."""
     from rltui.loggers import scalars
 
     columns: dict[str, None] = {"update": None, "env_steps": None}
     for record in records:
         for name in scalars(record):
             columns.setdefault(name, None)
-    plain = [c for c in columns if "/seed_" not in c]
-    return plain + [c for c in columns if "/seed_" in c]
+    plain = [c for c in columns if "/seed_" not in c and not c.startswith(MEMBERS + "/")]
+    members = [c for c in columns if "/seed_" not in c and c.startswith(MEMBERS + "/")]
+    return plain + members + [c for c in columns if "/seed_" in c]
 
 
 def write_csv(run: RunData, out) -> int:

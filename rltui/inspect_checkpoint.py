@@ -51,6 +51,49 @@ def info_record(path: Path, data: bytes, metadata: dict) -> dict[str, Any]:
         "config": {name: value for name, value in config.items() if name in applies or name not in KEYS},
         "edits": list(metadata.get("edits", [])),
         "versions": dict(metadata.get("versions", {})),
+        "population": population_record(metadata.get("population"), config, applies),
+    }
+
+
+PBT_KEYS = ("pbt_every_updates", "pbt_fraction", "pbt_perturb", "pbt_metric", "pbt_keys")
+
+
+def population_record(saved: Any, config: dict[str, Any], applies: set[str]) -> dict[str, Any] | None:
+    """A population's members as the checkpoint saved them (None for one configuration):
+    `keys` are the hyperparameters that differ between members (the swept ones first),
+    each member's `values` every hyperparameter it trains with (config names and values)."""
+    from rltui.config import hparams_as_config
+
+    if not isinstance(saved, dict) or not isinstance(saved.get("members"), list):
+        return None
+    members = []
+    for m, member in enumerate(saved["members"]):
+        member = member if isinstance(member, dict) else {}
+        values = member.get("values") if isinstance(member.get("values"), dict) else {}
+        members.append({
+            "member": m,
+            "values": {k: v for k, v in hparams_as_config(values).items() if k in applies},
+            "state": member.get("state", "training"),
+            "parent": member.get("parent"),
+            "latest_return": member.get("latest_return"),
+            "best_return": member.get("best_return"),
+            "eval_return": member.get("eval_return"),
+        })
+    swept = [k for k in saved.get("swept", []) if isinstance(k, str)]
+    names = dict.fromkeys([*swept, *(k for member in members for k in member["values"])])
+    keys = [k for k in names if k in swept or len({repr(member["values"].get(k)) for member in members}) > 1]
+    latest = {member["member"]: member["latest_return"] for member in members
+              if isinstance(member["latest_return"], (int, float))}
+    pbt = {k: config[k] for k in PBT_KEYS if k in config}
+    return {
+        "num_members": len(members),
+        "num_seeds": saved.get("num_seeds"),
+        "swept": swept,
+        "keys": keys,
+        "sweep": config.get("sweep") if isinstance(config.get("sweep"), dict) else {},
+        "pbt": pbt if pbt.get("pbt_every_updates") else {},
+        "best_member": max(latest, key=lambda m: (latest[m], -m)) if latest else None,
+        "members": members,
     }
 
 
@@ -81,17 +124,56 @@ def render_info(record: dict[str, Any]) -> str:
         width = max((len(k) for k in values), default=0)
         lines.extend(f"  {k:<{width}}  {_value(v)}" for k, v in values.items())
 
-    section("hyperparameters (when saved, live edits included)", record["hparams"])
+    population = record.get("population")
+    hparams = record["hparams"]
+    if population:
+        # Each member trains with its own values of these: the run's base value would mislead.
+        hparams = {k: ("per member, below" if k in population["keys"] else v) for k, v in hparams.items()}
+    section("hyperparameters (when saved, live edits included)", hparams)
     config = {k: v for k, v in record["config"].items() if k not in record["hparams"] and v != {}}
     section("configuration", config)
+    if population:
+        lines.extend(["", *render_population(population)])
     lines.extend(["", f"edits        {len(record['edits'])}"])
     for edit in record["edits"]:
         changes = edit.get("changes") if isinstance(edit, dict) else None
         text = ", ".join(f"{k} {_value(v)}" for k, v in changes.items()) if isinstance(changes, dict) else changes
+        chosen = edit.get("members") if isinstance(edit, dict) else None
+        if isinstance(chosen, list):
+            text = f"{text} (member{'s' if len(chosen) != 1 else ''} {', '.join(map(str, chosen))})"
         lines.append(f"  update {edit.get('update') if isinstance(edit, dict) else '?'}: {text}")
     versions = record["versions"]
     lines.extend(["", "versions     " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))])
     return "\n".join(lines)
+
+
+def render_population(population: dict[str, Any]) -> list[str]:
+    """The population's lines: its size, sweep and PBT, then one row per member."""
+    lines = [f"population   {population['num_members']} members x {population['num_seeds']} seeds"]
+    if population["sweep"]:
+        lines.append("  sweep      " + ", ".join(f"{k} {_value(v)}" for k, v in population["sweep"].items()))
+    if population["pbt"]:
+        lines.append("  pbt        " + ", ".join(f"{k.removeprefix('pbt_')} {_value(v)}"
+                                                 for k, v in population["pbt"].items() if v != []))
+    evaluated = any(member["eval_return"] is not None for member in population["members"])
+    header = ["member", *population["keys"], "state", "parent", "latest", "best", *(["eval"] if evaluated else [])]
+    rows = []
+    for member in population["members"]:
+        best = " *" if member["member"] == population["best_member"] else ""
+        rows.append([f"{member['member']}{best}", *(_value(member["values"].get(k, "—")) for k in population["keys"]),
+                     member["state"], "—" if member["parent"] is None else str(member["parent"]),
+                     _return(member["latest_return"]), _return(member["best_return"]),
+                     *([_return(member["eval_return"])] if evaluated else [])])
+    widths = [max(len(c) for c in column) for column in zip(header, *rows)]
+    for row in [header, *rows]:
+        lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    if population["best_member"] is not None:
+        lines.append("  * the best latest return")
+    return lines
+
+
+def _return(value: Any) -> str:
+    return f"{value:.1f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "—"
 
 
 def _value(value: Any) -> str:

@@ -25,7 +25,7 @@ import numpy as np
 
 from rltui.compare import STATISTICS, _show, band, config_differences, ema, group_by
 from rltui.errors import UsageError
-from rltui.export import CONFIG, EVENTS, METRICS, is_run_dir, read_run
+from rltui.export import CONFIG, EVENTS, METRICS, POPULATION, is_run_dir, member_tag, population_shape, read_run
 
 ORIGINAL_CONFIG = "config.original.toml"
 RETURN = "episode_return"
@@ -54,6 +54,9 @@ class LoadedRun:
     updates: int
     started: float | None  # when its configuration was first written (epoch seconds)
     load_seconds: float
+    members: int = 0  # a population's size (0: one configuration)
+    seeds_per_member: int = 1
+    member_table: tuple[dict[str, Any], ...] = ()  # each member's values, state, parent (population.jsonl)
 
     @property
     def name(self) -> str:
@@ -73,6 +76,11 @@ class LoadedRun:
 
     def metrics(self) -> list[str]:
         return list(self.columns)
+
+    @property
+    def is_population(self) -> bool:
+        return self.members > 0
+
 
     def curve(self, metric: str, x_axis: str = "steps") -> tuple[np.ndarray, np.ndarray]:
         """The x (env steps or wall time) and finite values of `metric`."""
@@ -109,6 +117,8 @@ def load_run(path: Path) -> LoadedRun:
     records = data.records
     names: dict[str, None] = {}
     seed_names: dict[tuple[str, int], None] = {}
+    member_names: dict[str, int] = {}
+    shape = None
     for record in records[:64] + records[-64:]:  # every record of a run carries the same keys
         for key, value in record.items():
             if key not in ("update", "env_steps", "wall_time", "seeds") and _numeric(value):
@@ -117,18 +127,38 @@ def load_run(path: Path) -> LoadedRun:
             if isinstance(values, list):
                 for i in range(len(values)):
                     seed_names.setdefault((key, i), None)
+        shape = population_shape(record) or shape
+        for key, values in (record.get("members") or {}).items() if shape is not None else ():
+            if isinstance(values, list):
+                member_names[key] = max(member_names.get(key, 0), len(values))
     # Plain comprehensions over the records, one per column: a huge run is 100k records.
     columns = {name: _column([r.get(name) for r in records]) for name in names}
-    for name in dict.fromkeys(name for name, _ in seed_names):
-        lists = [_seed_list(r, name) for r in records]
-        for (seed_name, i) in seed_names:
-            if seed_name == name:
-                columns[f"{name}/seed_{i}"] = _column([v[i] if v is not None and i < len(v) else None for v in lists])
+    if shape is not None:
+        # A population: each member's series; its agents' only where a member has several seeds.
+        for name, count in member_names.items():
+            lists = [_member_list(r, name) for r in records]
+            for m in range(count):
+                columns[member_tag(m, name)] = _column([v[m] if v is not None and m < len(v) else None for v in lists])
+    if shape is None or shape.seeds > 1:
+        for name in dict.fromkeys(name for name, _ in seed_names):
+            lists = [_seed_list(r, name) for r in records]
+            for (seed_name, i) in seed_names:
+                if seed_name == name:
+                    tag = f"{name}/seed_{i}" if shape is None else member_tag(i // shape.seeds, name, i % shape.seeds)
+                    columns[tag] = _column([v[i] if v is not None and i < len(v) else None for v in lists])
     steps = np.nan_to_num(_column([r.get("env_steps") for r in records]), nan=0).astype(np.int64)
     wall = _column([r.get("wall_time") for r in records])
     updates = int(records[-1].get("update", 0) or 0) if records else 0
+    members = shape.members if shape is not None else data.num_members
     return LoadedRun(data.path, data.config, data.events, data.problems, steps, wall, columns, updates,
-                     _started(data.path), time.perf_counter() - started_clock)
+                     _started(data.path), time.perf_counter() - started_clock, members,
+                     shape.seeds if shape is not None else 1, tuple(data.member_table()))
+
+
+def _member_list(record: dict, name: str) -> list | None:
+    members = record.get("members")
+    values = members.get(name) if isinstance(members, dict) else None
+    return values if isinstance(values, list) else None
 
 
 def _seed_list(record: dict, name: str) -> list | None:
@@ -149,7 +179,7 @@ def _started(path: Path) -> float | None:
 def signature(path: Path) -> tuple:
     """What changes when a run's files do: each file's mtime and size."""
     out = []
-    for name in (CONFIG, METRICS, EVENTS):
+    for name in (CONFIG, METRICS, EVENTS, POPULATION):
         try:
             info = os.stat(path / name)
             out.append((info.st_mtime_ns, info.st_size, info.st_ino))
@@ -287,6 +317,8 @@ class RunRow:
     wall_time: float
     started: float | None
     problems: tuple[str, ...]
+    population: str = ""  # "3x1": members x seeds per member; empty for one configuration
+    best_member: int | None = None  # the population's member whose latest return is highest
 
     @property
     def damaged(self) -> bool:
@@ -294,15 +326,31 @@ class RunRow:
 
 
 def row_of(run: LoadedRun, state: RunState) -> RunRow:
-    values = run.columns.get(RETURN, np.array([]))
-    finite = values[np.isfinite(values)]
+    """A run's row. A population shows as such ("ppo, population 3x1") with its best
+    member's return: the member whose latest return is highest, and the best any member had."""
+    algo = str(run.config.get("algo", "?"))
+    latest, best = _latest_best(run.columns.get(RETURN, np.array([])))
+    best_member, population = None, ""
+    if run.is_population:
+        population = f"{run.members}x{run.seeds_per_member}"
+        algo = f"{algo}, population {population}"
+        figures = {m: _latest_best(run.columns.get(member_tag(m, RETURN), np.array([]))) for m in range(run.members)}
+        latest_of = {m: f[0] for m, f in figures.items() if math.isfinite(f[0])}
+        bests = [f[1] for f in figures.values() if math.isfinite(f[1])]
+        best_member = max(latest_of, key=lambda m: (latest_of[m], -m)) if latest_of else None
+        latest = latest_of[best_member] if best_member is not None else math.nan
+        best = max(bests) if bests else math.nan
     return RunRow(
-        path=run.path, name=run.name, env=str(run.config.get("env", "?")), algo=str(run.config.get("algo", "?")),
-        state=state, env_steps=run.env_steps, updates=run.updates,
-        latest=float(finite[-1]) if len(finite) else math.nan,
-        best=float(finite.max()) if len(finite) else math.nan,
+        path=run.path, name=run.name, env=str(run.config.get("env", "?")), algo=algo,
+        state=state, env_steps=run.env_steps, updates=run.updates, latest=latest, best=best,
         wall_time=run.wall_time, started=run.started, problems=tuple(run.problems),
+        population=population, best_member=best_member,
     )
+
+
+def _latest_best(values: np.ndarray) -> tuple[float, float]:
+    finite = values[np.isfinite(values)]
+    return (float(finite[-1]), float(finite.max())) if len(finite) else (math.nan, math.nan)
 
 
 def differences(base: dict[str, Any] | None, config: dict[str, Any]) -> str:
@@ -385,8 +433,8 @@ def bucket(xs: np.ndarray, ys: np.ndarray, points: int) -> tuple[np.ndarray, np.
 def overlay(runs: Sequence[LoadedRun], metric: str, *, x_axis: str = "steps", smoothing: float = 0.6,
             group: str | None = None, statistic: str = "mean", points: int = 200) -> Overlay:
     """The runs' curves of `metric`: one line each (EMA-smoothed, the raw values kept
-    beside), or with `group`, one band per value of that config key (compare.group_by):
-    the mean or IQM across the group's runs with a bootstrap 95% interval."""
+    beside; a population one line per member), or with `group`, one band per value of
+    that config key (compare.group_by): the mean or IQM across the group's runs with a bootstrap 95% interval."""
     clock = time.perf_counter()
     lines: list[Line] = []
     bands: list[GroupBand] = []
@@ -403,15 +451,27 @@ def overlay(runs: Sequence[LoadedRun], metric: str, *, x_axis: str = "steps", sm
                 bands.append(GroupBand(label, value, tuple(r.name for r in members), b.steps, b.center, b.low, b.high))
     else:
         for run in runs:
-            xs, ys = run.curve(metric, x_axis)
-            if not len(xs):
-                continue
-            smoothed = ema(ys, smoothing) if smoothing else ys
-            bx, by = bucket(xs, smoothed, points)
-            raw = bucket(xs, ys, points)[1] if smoothing else None
-            lines.append(Line(run.name, bx, by, raw))
+            for label, name in _series(run, metric):
+                xs, ys = run.curve(name, x_axis)
+                if not len(xs):
+                    continue
+                smoothed = ema(ys, smoothing) if smoothing else ys
+                bx, by = bucket(xs, smoothed, points)
+                raw = bucket(xs, ys, points)[1] if smoothing else None
+                lines.append(Line(label, bx, by, raw))
     return Overlay(metric, x_axis, smoothing, tuple(lines), tuple(bands), group, statistic,
                    time.perf_counter() - clock)
+
+
+def _series(run: LoadedRun, metric: str) -> list[tuple[str, str]]:
+    """The (label, column) lines a run draws for `metric`: a population one per member
+    ("NAME m0", ...) where its members have the metric, anything else its own column."""
+    if run.is_population:
+        members = [(f"{run.name} m{m}", member_tag(m, metric)) for m in range(run.members)]
+        members = [(label, name) for label, name in members if name in run.columns]
+        if members:
+            return members
+    return [(run.name, metric)]
 
 
 def metric_choices(runs: Sequence[LoadedRun]) -> list[str]:
@@ -424,8 +484,9 @@ def metric_choices(runs: Sequence[LoadedRun]) -> list[str]:
         for name in run.columns:
             seen.setdefault(name, None)
     declared = [spec.name for spec in metrics_spec.CHART_METRICS if spec.name in seen]
-    rest = [n for n in seen if n not in declared and "/seed_" not in n]
-    return declared + rest + [n for n in seen if "/seed_" in n]
+    rest = [n for n in seen if n not in declared and "/seed_" not in n and not n.startswith("members/")]
+    members = [n for n in seen if "/seed_" not in n and n.startswith("members/")]
+    return declared + rest + members + [n for n in seen if "/seed_" in n]
 
 
 def group_keys(runs: Sequence[LoadedRun]) -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from rltui.config import ConfigError
+from rltui.export import MEMBERS, member_tag, population_shape
 from rltui.session.controller import SessionListener
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.metrics import MetricsSnapshot
@@ -59,19 +60,34 @@ def check_loggers(names: Iterable[str]) -> None:
 
 def scalars(record: Mapping[str, Any]) -> dict[str, float]:
     """Every number of a metrics.jsonl record except its step (env_steps), by tag; with
-    several seeds each seed's value too, as `NAME/seed_I`. Undefined values (null) are left
-    out, so a series has no points where the metric had no value."""
+    several seeds each seed's value too, as `NAME/seed_I`. A population's record gives each
+    member's values as `members/<m>/NAME` (one tag per member, so tools list them side by
+    side), and with several seeds per member each agent's as `members/<m>/NAME/seed_<s>`.
+    Undefined values (null, or a frozen member's) are left out, so a series has no points
+    where the metric had no value."""
     out: dict[str, float] = {}
     for name, value in record.items():
         if name != "env_steps" and _finite(value):
             out[name] = float(value)
+    shape = population_shape(record)
+    if shape is not None:
+        for name, values in record[MEMBERS].items():
+            if isinstance(values, list):
+                for m, value in enumerate(values):
+                    if _finite(value):
+                        out[f"{MEMBERS}/{m}/{name}"] = float(value)
     seeds = record.get("seeds")
-    if isinstance(seeds, Mapping):
+    if isinstance(seeds, Mapping) and (shape is None or shape.seeds > 1):
+        # One seed per member: the agents' values are the members' already.
         for name, values in seeds.items():
             if isinstance(values, list):
                 for i, value in enumerate(values):
                     if _finite(value):
-                        out[f"{name}/seed_{i}"] = float(value)
+                        if shape is None:
+                            out[f"{name}/seed_{i}"] = float(value)
+                        else:
+                            member, seed = divmod(i, shape.seeds)
+                            out[member_tag(member, name, seed)] = float(value)
     return out
 
 
@@ -81,6 +97,13 @@ def _finite(value: Any) -> bool:
 
 def event_text(kind: str, message: str) -> str:
     return f"**{kind}**: {message}"
+
+
+def event_kind(kind: str, data: Any) -> str:
+    """The heading of an event's text: a population's change says which (`population pbt`,
+    `population clone`, ...), as its message alone reads the same for a clone and PBT."""
+    action = data.get("action") if isinstance(data, Mapping) and kind == "population" else None
+    return f"{kind} {action}" if isinstance(action, str) and action else kind
 
 
 class Logger(Protocol):
@@ -125,8 +148,9 @@ class LoggerListener(SessionListener):
 
     def on_event(self, event: SessionEvent) -> None:
         step = int(event.data.get("env_steps", event.update * self._steps_per_update))
+        kind = event_kind(event.kind, event.data)
         for logger in list(self._loggers):
-            self._call(logger, "write_event", step, event.kind, event.message)
+            self._call(logger, "write_event", step, kind, event.message)
 
     def on_state(self, state: SessionState, message: str | None) -> None:
         if state.is_final:
