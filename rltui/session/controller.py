@@ -695,6 +695,7 @@ class TrainingSession:
         self._event("hparams", f"set {text} for {who}", changes=values, members=list(chosen),
                     previous={str(m): p for m, p in previous.items()})
         self._population_event("edit", f"set {text} for {who}", members=list(chosen))
+        self._publish()  # the table's new values, shown at once even while paused
 
     def _apply_member_command(self, command) -> None:
         population = self.population
@@ -711,6 +712,8 @@ class TrainingSession:
                                            f"{', '.join(map(str, changed))}", members=list(changed))
                 if not command.frozen and changed and self.state is SessionState.PAUSED and self.nonfinite:
                     self.nonfinite = False
+                if changed:
+                    self._publish()
                 return
             replacements = population.clone(command.source, command.targets, command.factor)
         except HParamError as err:

@@ -98,7 +98,14 @@ def decode_row(row: np.ndarray) -> tuple[list[Command], int, bool]:
     row = np.ascontiguousarray(row, np.uint8)
     length, chunk_size, flags = (int(v) for v in row[: 4 * _HEADER].view("<i4"))
     payload = row[4 * _HEADER : 4 * _HEADER + length].tobytes()
-    commands = [protocol.command_from_message(item) for item in json.loads(payload)]
+    commands = []
+    for item in json.loads(payload):
+        try:
+            commands.append(protocol.command_from_message(item))
+        except protocol.ProtocolError:
+            # A command the protocol refuses (an empty member list from a local client) is
+            # dropped alike on every process: they all decode process 0's row.
+            continue
     return commands, chunk_size, bool(flags & _STOP_FLAG)
 
 
