@@ -22,12 +22,25 @@ compiled chunks (host work: commands, records, listeners) is the figure load har
 
     python benchmarks/throughput.py [--envs 4 64] [--env-steps 1e6] [--repeats 3] [--warmup 1] [--devices 1]
                                     [--cpu-threads N]
+
+`--table` prints the scaling table instead: for each env count (default 4 16 64 256 1024
+4096), the session (as `rltui launch --no-ui` runs it) and the reference, each in a process
+of its own, run A-B-A (session, reference, session: drift in machine load over the three
+falls on both sides alike). Per process: env steps per second (median of --repeats), CPU
+seconds per million env steps (getrusage: every thread of the process, user and system),
+peak resident memory (the process's high-water mark, compile included) and compile time
+(the session's build: init, compile and the choice of program; the reference's jit compile).
+The session's figures are the mean of its two processes; the ratio is session / reference.
+
+    python benchmarks/throughput.py --table [--envs ...] [--env-steps 1e6] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -56,7 +69,15 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=1, help="host devices to split envs over")
     parser.add_argument("--cpu-threads", type=int, default=0,
                         help="XLA CPU worker threads; 0 (default): as `rltui launch` chooses for the config")
+    parser.add_argument("--table", action="store_true", help="the scaling table (A-B-A processes per env count)")
+    parser.add_argument("--measure", choices=("session", "reference"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.table:
+        table(args)
+        return
+    if args.measure:
+        measure_one(args)
+        return
     if len(args.envs) > 1:
         for num_envs in args.envs:
             # the same options; the last --envs wins
@@ -223,6 +244,131 @@ def main() -> None:
             print(f"  (a)/(d) median {np.median(overall):.3f}  (per run: {', '.join(f'{r:.3f}' for r in overall)})")
         per_cpu = ", ".join(f"{name} {np.median(cpu[name]):,.0f}" for name in measures)
         print(f"  env steps per CPU-second: {per_cpu} ({os.cpu_count()} cores)")
+
+
+TABLE_ENVS = [4, 16, 64, 256, 1024, 4096]
+
+
+def table(args) -> None:
+    """Runs session / reference / session processes per env count and prints the table."""
+    envs = args.envs if "--envs" in sys.argv else TABLE_ENVS
+    rows = []
+    for num_envs in envs:
+        results = {"session": [], "reference": []}
+        for which in ("session", "reference", "session"):
+            command = [sys.executable, __file__, "--measure", which, "--envs", str(num_envs), "--steps",
+                       str(args.steps), "--env-steps", str(args.env_steps), "--repeats", str(args.repeats),
+                       "--warmup", str(args.warmup), "--cpu-threads", str(args.cpu_threads)]
+            started = time.perf_counter()
+            done = subprocess.run(command, capture_output=True, text=True)
+            lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+            if done.returncode or not lines:
+                sys.exit(f"{which} at {num_envs} envs failed:\n{done.stderr[-2000:]}")
+            result = json.loads(lines[-1][len("RESULT "):])
+            result["process_seconds"] = time.perf_counter() - started
+            results[which].append(result)
+            print(f"  {num_envs} envs {which}: {json.dumps(result)}", flush=True)
+        rows.append((num_envs, results))
+    print("\n| envs | session SPS | reference SPS | ratio (A-B-A) | CPU s / 1M steps (session, ref) "
+          "| peak RSS MiB (session, ref) | compile s (session, ref) | session program |")
+    print("|---|---|---|---|---|---|---|---|")
+    for num_envs, results in rows:
+        a, b = results["session"], results["reference"][0]
+        mean = lambda key: sum(r[key] for r in a) / len(a)
+        ratios = "/".join(f"{r['sps'] / b['sps']:.2f}" for r in a)
+        print(f"| {num_envs} | {mean('sps') / 1e3:,.0f}k | {b['sps'] / 1e3:,.0f}k | "
+              f"{mean('sps') / b['sps']:.2f} ({ratios}) | {mean('cpu_per_million'):.2f}, {b['cpu_per_million']:.2f} "
+              f"| {mean('peak_rss_mib'):,.0f}, {b['peak_rss_mib']:,.0f} | {mean('compile_seconds'):.1f}, "
+              f"{b['compile_seconds']:.1f} | {a[0].get('program', '')} |")
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure_one(args) -> None:
+    """One side of the table at one env count, in this process; prints a RESULT line."""
+    import statistics
+
+    from rltui import runtime
+    from rltui.config import RunConfig
+
+    runtime.configure_jax(host_devices=1, compile_cache=False)
+    num_envs = args.envs[0]
+    workers = runtime.start_backend(runtime.resolve_cpu_threads(
+        RunConfig(num_envs=num_envs, num_steps=args.steps, cpu_threads=args.cpu_threads)))
+    import jax
+    import reference_ppo
+
+    from rltui.session import TrainingSession
+    from rltui.session.backend import JaxBackend
+    from trainers.envs import make_env
+    from trainers.hparams import DynamicHParams, StaticConfig
+
+    static = StaticConfig(env_id="CartPole-v1", num_envs=num_envs, num_steps=args.steps)
+    # at least 4 updates per measurement, so that the largest batches are not one call
+    updates = max(4, int(args.env_steps // static.steps_per_update))
+    steps = updates * static.steps_per_update
+    hp = DynamicHParams.create(anneal_updates=updates)
+    result = {"workers": workers}
+    if args.measure == "session":
+        class Backend(JaxBackend):
+            build_seconds: list[float] = []
+
+            def build(self, hparams):
+                started = time.perf_counter()
+                super().build(hparams)
+                self.build_seconds.append(time.perf_counter() - started)
+
+        backend = Backend(static, seed=0, devices=jax.local_devices()[:1])
+
+        def run() -> tuple[float, float]:
+            marks = {}
+
+            class Clock:
+                def on_state(self, state, message):
+                    pass
+
+                def on_metrics(self, snapshot):
+                    pass
+
+                def on_event(self, event):
+                    if event.kind in ("compiled", "finished"):
+                        marks[event.kind] = (time.perf_counter(), cpu_seconds())
+
+            session = TrainingSession(backend, hp, updates)
+            session.add_listener(Clock())
+            session.start()
+            session.join()
+            assert session.error is None, session.error
+            (wall0, cpu0), (wall1, cpu1) = marks["compiled"], marks["finished"]
+            return wall1 - wall0, cpu1 - cpu0
+    else:
+        started = time.perf_counter()
+        spec = make_env("CartPole-v1")
+        train = jax.jit(reference_ppo.make_train(spec, num_envs, args.steps, updates))
+        train = train.lower(jax.random.PRNGKey(0)).compile()
+        result["compile_seconds"] = time.perf_counter() - started
+
+        def run() -> tuple[float, float]:
+            wall, cpu = time.perf_counter(), cpu_seconds()
+            jax.block_until_ready(train(jax.random.PRNGKey(0)))
+            return time.perf_counter() - wall, cpu_seconds() - cpu
+
+    for _ in range(args.warmup):
+        run()
+    measured = [run() for _ in range(args.repeats)]
+    result["sps"] = statistics.median(steps / wall for wall, _ in measured)
+    result["cpu_per_million"] = statistics.median(cpu for _, cpu in measured) / steps * 1e6
+    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if args.measure == "session":
+        result["compile_seconds"] = backend.build_seconds[0]
+        choice = backend._parallel.choice
+        result["program"] = choice.build.name + (f" ({choice.skipped})" if choice.skipped else "")
+        result["choice_seconds"] = choice.extra_seconds
+    result["updates"] = updates
+    print("RESULT " + json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":
