@@ -3,7 +3,7 @@ suite at 64 envs, stepped by the suite's own API in a bare `jax.lax.scan` (rando
 the suite's own reset) and through rltui's wrapped env (adapter, reset, flattening,
 episode statistics), and their ratio.
 
-    python benchmarks/env_wrappers.py [--steps 1000] [--repeats 3]
+    python benchmarks/env_wrappers.py [--steps 1000] [--repeats 3] [--suites navix,brax]
 """
 
 from __future__ import annotations
@@ -14,7 +14,12 @@ import time
 
 import jax
 
-ENVS = {"navix": "navix:Navix-Empty-5x5-v0", "craftax": "craftax:Craftax-Classic-Symbolic-v1"}
+ENVS = {
+    "navix": "navix:Navix-Empty-5x5-v0",
+    "craftax": "craftax:Craftax-Classic-Symbolic-v1",
+    "jumanji": "jumanji:Snake-v1",
+    "brax": "brax:inverted_pendulum",
+}
 
 
 def bare_navix(num_actions: int):
@@ -49,6 +54,51 @@ def bare_craftax(num_actions: int):
     return init, step
 
 
+def bare_jumanji(num_actions: int):
+    import jumanji
+    from jumanji.wrappers import AutoResetWrapper
+
+    env = AutoResetWrapper(jumanji.make("Snake-v1"))
+
+    def init(key):
+        return jax.vmap(env.reset)(jax.random.split(key, 64))[0]
+
+    def step(state, key):
+        action = jax.random.randint(key, (64,), 0, num_actions)
+        return jax.vmap(env.step)(state, action)[0]
+
+    return init, step
+
+
+def bare_brax(num_actions: int):
+    from trainers.suites.brax import EPISODE_LENGTH, _brax_envs
+
+    envs = _brax_envs()  # imported quietly, as the adapter does
+    from brax.envs.wrappers.training import AutoResetWrapper, EpisodeWrapper, VmapWrapper
+
+    # Brax's own training stack; its auto-reset returns to the episode's first state
+    # rather than drawing a new one.
+    env = AutoResetWrapper(VmapWrapper(EpisodeWrapper(envs.get_environment("inverted_pendulum"), EPISODE_LENGTH, 1)))
+
+    def init(key):
+        return env.reset(jax.random.split(key, 64))
+
+    def step(state, key):
+        return env.step(state, random_actions(key, False, num_actions))
+
+    return init, step
+
+
+BARE = {"navix": bare_navix, "craftax": bare_craftax, "jumanji": bare_jumanji, "brax": bare_brax}
+
+
+def random_actions(key, discrete: bool, num_actions: int):
+    """64 uniform actions: indices below `num_actions`, or vectors in [-1, 1]."""
+    if discrete:
+        return jax.random.randint(key, (64,), 0, num_actions)
+    return jax.random.uniform(key, (64, num_actions), minval=-1.0, maxval=1.0)
+
+
 def wrapped(env_id: str):
     from trainers.envs import make_env
 
@@ -59,7 +109,7 @@ def wrapped(env_id: str):
 
     def step(state, key):
         keys = jax.random.split(key, 65)
-        action = jax.random.randint(keys[0], (64,), 0, spec.num_actions)
+        action = random_actions(keys[0], spec.discrete, spec.num_actions)
         return jax.vmap(spec.env.step, in_axes=(0, 0, 0, None))(keys[1:], state, action, spec.params)[1]
 
     return init, step, spec.num_actions
@@ -85,14 +135,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--suites", default=",".join(ENVS), help="comma-separated suites to run (default: all)")
     args = parser.parse_args()
+    unknown = sorted(set(args.suites.split(",")) - set(ENVS))
+    if unknown:
+        parser.error(f"unknown suite {unknown[0]!r}; choose from {', '.join(ENVS)}")
     print(f"{'env':<38} {'bare steps/s':>14} {'rltui steps/s':>14} {'ratio':>6}")
-    for suite, env_id in ENVS.items():
+    for suite in args.suites.split(","):
+        env_id = ENVS[suite]
         if importlib.util.find_spec(suite) is None:
             print(f'{env_id:<38} not installed (pip install "rltui[{suite}]")')
             continue
         w_init, w_step, n = wrapped(env_id)
-        bare = {"navix": bare_navix, "craftax": bare_craftax}[suite](n)
+        bare = BARE[suite](n)
         b = steps_per_second(*bare, args.steps, args.repeats)
         w = steps_per_second(w_init, w_step, args.steps, args.repeats)
         print(f"{env_id:<38} {b:>14,.0f} {w:>14,.0f} {b / w:>6.2f}")

@@ -36,6 +36,16 @@ def test_each_installed_suite_trains_two_updates(suite, tmp_path):
     assert result.updates == 2
 
 
+@pytest.mark.parametrize("suite, limit", [pytest.param(s, n, marks=needs(s)) for s, n in
+                                          [("navix", 100), ("craftax", 10000), ("jumanji", 4000), ("brax", 1000)]])
+def test_each_installed_suites_params_declare_its_episode_limit(suite, limit):
+    # Evaluation (`eval_every_updates`, `rltui eval`) runs each episode for at most
+    # params.max_steps_in_episode steps: an env whose params lack it cannot be evaluated.
+    from trainers.envs import make_env
+
+    assert make_env(SUITE_ENVS[suite]).params.max_steps_in_episode == limit
+
+
 def test_suite_ids_are_accepted_by_the_env_key():
     from rltui.config import build_config
 
