@@ -9,8 +9,6 @@ import dataclasses
 import math
 from typing import Any, NamedTuple
 
-# Steps a random policy gets to end an episode when the env declares no limit.
-DEFAULT_EPISODE_LIMIT = 1000
 CHECK_ENVS = 4
 
 
@@ -80,6 +78,8 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = "ppo") -> list[Che
     import jax
     import jax.numpy as jnp
     import numpy as np
+
+    from trainers.envs import episode_limit
 
     raw = _raw(spec)
     params = spec.params
@@ -176,7 +176,7 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = "ppo") -> list[Che
 
     attempt("done flags are booleans", flags_check)
 
-    limit = int(getattr(params, "max_steps_in_episode", DEFAULT_EPISODE_LIMIT))
+    limit = episode_limit(params)
 
     def episode(key):
         """A random policy's rollout of `limit` + 1 steps on the wrapped env (as trained)."""

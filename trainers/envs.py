@@ -62,6 +62,16 @@ def is_builtin(env_id: str) -> bool:
     return env_id in SUPPORTED_ENVS
 
 
+# Steps an episode may last, for acting outside training, when the env declares no limit.
+DEFAULT_EPISODE_LIMIT = 1000
+
+
+def episode_limit(params) -> int:
+    """The env's declared step limit (gymnax's `params.max_steps_in_episode`), or
+    `DEFAULT_EPISODE_LIMIT` for an env that declares none."""
+    return int(getattr(params, "max_steps_in_episode", DEFAULT_EPISODE_LIMIT))
+
+
 def make_env(env_id: str) -> EnvSpec:
     """The env `env_id` names; `env_import.EnvImportError` (a ValueError, one line) when it
     cannot be built or trained on."""

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from trainers import networks
-from trainers.envs import EnvSpec
+from trainers.envs import EnvSpec, episode_limit
 from trainers.rollout import env_action
 
 # One env, one step: (params, hidden, obs) -> (hidden, PolicyOutputs); see
@@ -57,7 +57,7 @@ def evaluate(
     time limit. `initial_hidden`: (episodes, H) zeros for a recurrent policy, else None."""
     reset_key, run_key = jax.random.split(key)
     obs, env_state = jax.vmap(spec.env.reset, in_axes=(0, None))(jax.random.split(reset_key, episodes), spec.params)
-    max_steps = int(spec.params.max_steps_in_episode)
+    max_steps = episode_limit(spec.params)
     init = _Episodes(env_state, obs, initial_hidden, jnp.zeros(episodes), jnp.zeros(episodes, bool))
     step = functools.partial(_eval_step, params=params, spec=spec, step_fn=step_fn, greedy=greedy)
     final, _ = jax.lax.scan(step, init, jax.random.split(run_key, max_steps))

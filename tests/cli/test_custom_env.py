@@ -321,3 +321,35 @@ def test_a_process_that_cannot_import_the_env_module_says_so_in_one_line(tmp_pat
         "(install it, or put its directory on PYTHONPATH; every process of a run imports the env module)"
     ) in err1.splitlines()
     assert not (tmp_path / "p1" / "run").exists()
+
+
+@struct.dataclass
+class NoLimitParams:
+    """Params that declare no step limit: the env ends its own episodes."""
+
+    arms: int = 2
+
+
+def make_bandit_without_a_declared_limit():
+    env = Bandit(2)
+    env.step = lambda key, state, action, params: Bandit.step(env, key, state, action, BanditParams())
+    return env, NoLimitParams()
+
+
+def test_an_env_that_declares_no_step_limit_is_evaluated_to_the_default_limit():
+    """Evaluation (eval_every_updates, rltui eval) runs each episode to its end or to
+    DEFAULT_EPISODE_LIMIT steps, where gymnax's params would declare the limit."""
+    from trainers.algos import make_trainer
+    from trainers.envs import DEFAULT_EPISODE_LIMIT, episode_limit
+    from trainers.evaluate import evaluate
+    from trainers.hparams import StaticConfig
+
+    static = StaticConfig(env_id="test_custom_env:make_bandit_without_a_declared_limit", num_envs=2, num_steps=8,
+                          num_minibatches=2, hidden_sizes=(8,))
+    trainer = make_trainer(static, 1)
+    assert episode_limit(trainer.spec.params) == DEFAULT_EPISODE_LIMIT
+    params = trainer.network.init(jax.random.PRNGKey(0), jnp.zeros((1, trainer.spec.obs_size)))
+    returns = evaluate((params, None), jax.random.PRNGKey(1), spec=trainer.spec, step_fn=trainer.act_step,
+                       initial_hidden=None, episodes=4)
+    assert returns.shape == (4,)
+    assert all(0.0 <= r <= 10.0 for r in returns.tolist())  # ten steps of at most 1
