@@ -107,6 +107,39 @@ def test_two_processes_train_one_run_and_obey_process_0s_socket(tmp_path):
     assert list((tmp_path / "p1").iterdir()) == []
 
 
+def test_a_population_trains_over_two_processes_alike_pbt_and_member_commands_included(tmp_path):
+    port, cache = free_port(), tmp_path / "cache"
+    population = ["--sweep", "lr=[1e-4,1e-3,3e-3]", "--set", "pbt_every_updates=4", "--set", "pbt_fraction=0.34",
+                  "--set", "total_timesteps=2e6"]
+    procs = [start(tmp_path / f"p{i}", i, port, cache, *population) for i in range(2)]
+    try:
+        client = LineClient(wait_for_socket(tmp_path / "p0" / "run", procs), timeout=60)
+        client.send({"type": "command", "id": 1, "command": "freeze", "members": [1]})
+        client.until(lambda m: m["type"] == "event" and m["kind"] == "population" and m["data"]["action"] == "freeze")
+        client.send({"type": "command", "id": 2, "command": "clone", "source": 0, "targets": [2], "factor": 1.5})
+        client.until(lambda m: m["type"] == "event" and m["kind"] == "population" and m["data"]["action"] == "clone")
+        client.until(lambda m: m["type"] == "event" and m["kind"] == "population" and m["data"]["action"] == "pbt")
+        client.send({"type": "command", "id": 3, "command": "stop"})
+        client.until(lambda m: m["type"] == "state" and m["state"] == "finished")
+        client.close()
+        (code0, err0), (code1, err1) = finish(procs[0], 120), finish(procs[1], 120)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert code0 == 0, err0[-3000:]
+    assert code1 == 0, err1[-3000:]
+    # Every change to the population happened on the same update, alike, in both processes.
+    changes = lambda err: re.findall(r"\[update \d+\] (?:froze|member \d+ <-).*", err)
+    assert changes(err0) == changes(err1)
+    assert any("froze member 1" in line for line in changes(err0))
+    digest = r"process \d of 2: parameters sha256 ([0-9a-f]{64})"
+    assert one(digest, err0) == one(digest, err1)
+    lines = read_jsonl(tmp_path / "p0" / "run" / "population.jsonl")
+    assert [line["action"] for line in lines][:3] == ["start", "freeze", "clone"]
+
+
 def test_a_missing_peer_is_reported_within_the_timeout(tmp_path):
     started = time.monotonic()
     proc = start(tmp_path, 1, free_port(), tmp_path / "cache", "--peer-timeout", "3")
