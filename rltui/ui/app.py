@@ -25,7 +25,7 @@ from textual.screen import Screen
 from rltui.config import RunConfig
 from rltui.headless import continue_line
 from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
-from rltui.session.commands import Rollback
+from rltui.session.commands import CloneMember, FreezeMembers, Rollback
 from rltui.session.devices import DeviceSampler, DeviceStatsSource
 from rltui.session.interface import SessionClient
 from rltui.ui import availability
@@ -37,8 +37,10 @@ from rltui.ui.messages import (
     SessionEventLogged,
     SessionStateChanged,
 )
-from rltui.ui.screens import DashboardScreen, HelpScreen, HParamEditor, QuitConfirm, StopRunConfirm
+from rltui.ui.screens import CloneDialog, DashboardScreen, HelpScreen, HParamEditor, QuitConfirm, StopRunConfirm
+from rltui.ui.screens.clone import CloneChoice
 from rltui.ui.themes import load_themes, resolve_theme_name
+from rltui.ui.widgets import Leaderboard
 from trainers.hparams import ALGO_HPARAMS
 
 # After Stop, how long to wait for the chunk in flight (or a compile) before giving up:
@@ -97,6 +99,7 @@ class DashboardApp(App[None]):
         self.state_message: str | None = None
         self.pending: str | None = None  # "pausing", "resuming", "stopping": asked, not yet confirmed
         self.pending_edits: dict[str, float] = {}
+        self._edit_members: tuple[int, ...] | None = None  # a population: whom the open editor edits
         self.latest = None  # the latest MetricsSnapshot
         self._latest_at = 0.0  # when it arrived (self._clock)
         self._shown_at: float | None = None  # when the snapshot on screen arrived
@@ -261,6 +264,8 @@ class DashboardApp(App[None]):
             self.dashboard.chart.add_edit(event.update * self.config.steps_per_update)
             self._flush_chart_unless_running()
             changes = dict(event.data.get("changes", {}))
+            if not self._edits_run_values(event.data.get("members")):
+                return  # some members only: the run's own values (the panel's) stay
             for name in changes:
                 self.pending_edits.pop(name, None)
             panel = self.dashboard.hparams_panel
@@ -274,6 +279,14 @@ class DashboardApp(App[None]):
             )
         elif event.kind == "warning":
             self.notify(event.message, severity="warning", timeout=8)
+
+    def _edits_run_values(self, members) -> bool:
+        """Whether an edit to `members` (None: not a population) changed the run's own values:
+        one that went to every member did."""
+        view = self.latest.population if self.latest is not None else None
+        if members is None or view is None:
+            return True
+        return set(members) >= {m.index for m in view.members}
 
     def on_device_stats_sampled(self, message: DeviceStatsSampled) -> None:
         if not self._hold_until_ready(message):
@@ -378,17 +391,55 @@ class DashboardApp(App[None]):
             editor = HParamEditor(self.session.hparams.as_floats(), fields=ALGO_HPARAMS[self.config.algo])
             self.install_screen(editor, "hparam-editor")
         editor = self.get_screen("hparam-editor")
-        editor.prepare(self.session.hparams.as_floats())
+        members = self._edit_members = self.dashboard.edit_members
+        values = self.session.hparams.as_floats()
+        target = None
+        if self.dashboard.population:
+            target = "every member" if members is None else _members_text(members)
+            view = self.latest.population if self.latest is not None else None
+            if members is not None and view is not None:
+                # The first selected member's own values (its swept ones differ from the run's).
+                values.update(next((m.values for m in view.members if m.index == members[0]), {}))
+        editor.prepare(values, target)
         self.push_screen(editor, self._edit_chosen)
 
     def _edit_chosen(self, change: dict[str, float] | None) -> None:
         if not change:
             return
-        self.session.submit(SetHParams(change))
-        self.pending_edits.update(change)
-        self.dashboard.hparams_panel.pending = dict(self.pending_edits)
+        members = self._edit_members
+        self.session.submit(SetHParams(change, members=members))
         text = ", ".join(f"{k} → {fmt_value(v)}" for k, v in change.items())
+        if members is None:
+            # The run's own values change (every member's): the panel shows them pending.
+            self.pending_edits.update(change)
+            self.dashboard.hparams_panel.pending = dict(self.pending_edits)
+        else:
+            text += f" for {_members_text(members)}"
         self.notify(f"{text} at the next chunk boundary", title="edit sent", timeout=3)
+
+    # --- the leaderboard's requests (a population) -------------------------------------
+    def on_leaderboard_freeze_requested(self, message: Leaderboard.FreezeRequested) -> None:
+        if self._refused("freeze_members"):
+            return
+        self.session.submit(FreezeMembers(message.members, message.frozen))
+        verb = "freezing" if message.frozen else "thawing"
+        self.notify(f"{verb} {_members_text(message.members)} at the next chunk boundary", timeout=3)
+
+    def on_leaderboard_clone_requested(self, message: Leaderboard.CloneRequested) -> None:
+        if isinstance(self.screen, CloneDialog) or self._refused("clone_member"):
+            return
+        view = self.dashboard.leaderboard.view
+        if view is None:
+            return
+        source = message.source
+
+        def chosen(choice: CloneChoice | None) -> None:
+            if choice is not None:
+                self.session.submit(CloneMember(source, choice.targets, choice.factor))
+                self.notify(f"member {source} into {_members_text(choice.targets)}, factor {choice.factor:g}, "
+                            "at the next chunk boundary", title="clone sent", timeout=3)
+
+        self.push_screen(CloneDialog(source, message.targets, len(view.members), view.keys), chosen)
 
     def action_save_checkpoint(self) -> None:
         if self._refused("save_checkpoint"):
@@ -426,6 +477,11 @@ class DashboardApp(App[None]):
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             keys = [*self.dashboard.BINDINGS, *(b for b in self.BINDINGS if b.show)]
+            # One view key for the chart's curves: seeds, or a population's members.
+            hidden = "toggle_seed_view" if self.dashboard.population else "toggle_member_view"
+            keys = [b for b in keys if b.action != hidden]
+            if self.dashboard.population:
+                keys = [*Leaderboard.BINDINGS, *keys]
             self.push_screen(HelpScreen([b for b in keys if self.applies(b.action)]))
 
     def action_watch(self) -> None:
@@ -520,3 +576,8 @@ class DashboardApp(App[None]):
         yield SystemCommand("Save SVG screenshot", f"Into the run directory {self.run_dir} (x)", self.action_save_svg)
         yield SystemCommand("Watch the agent", f"The policy playing its env, live ({WATCH_KEY})", self.action_watch)
         yield SystemCommand("Help", "Keys and how the dashboard works (?)", self.action_help)
+
+
+def _members_text(members) -> str:
+    members = tuple(members)
+    return ("member " if len(members) == 1 else "members ") + ", ".join(map(str, members))

@@ -20,6 +20,8 @@ RUN_ACTIONS = {
     "save_checkpoint": "save checkpoint",
     "rollback": "roll back",
     "stop_run": "stop the run",
+    "freeze_members": "freeze members",
+    "clone_member": "clone a member",
 }
 
 

@@ -4,6 +4,10 @@ Layout (app.tcss): on a large terminal (>= 120x36, breakpoint classes -wide and 
 every panel is visible: sparklines and the chart on top, hyperparameters, devices and
 events below. On a smaller one (down to 80x24) the sparklines span the top, the chart
 sits bottom left and one side panel bottom right; `v` cycles which.
+
+A population (class -population) adds its leaderboard on top, across the screen; on a
+smaller terminal it takes the sparklines' place (they show the mean over members, which
+the leaderboard and the chart's member curves say better).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from textual.widgets import Footer
 from rltui.config import RunConfig
 from rltui.session import MetricsSnapshot, SessionEvent, SessionState
 from rltui.session.devices import DeviceStats
-from rltui.ui.widgets import DevicePanel, EventsLog, HParamsPanel, MetricChart, MetricsPanel, StatusBar
+from rltui.ui.widgets import DevicePanel, EventsLog, HParamsPanel, Leaderboard, MetricChart, MetricsPanel, StatusBar
 from trainers.hparams import UNDEFINED_METRICS
 
 SIDE_PANELS = ("events", "hparams", "devices")
@@ -74,6 +78,12 @@ class DashboardScreen(Screen):
             tooltip="many seeds: return as mean with a min-max band, or one line per seed",
         ),
         Binding(
+            "b",
+            "toggle_member_view",
+            "Members",
+            tooltip="a population: return as mean over members with a min-max band, or one line per member",
+        ),
+        Binding(
             "v", "cycle_side_panel", "Panel", tooltip="show the next side panel (events, hyperparameters, devices)"
         ),
         Binding("x", "app.save_svg", "SVG", show=False, tooltip="save an SVG screenshot into the run directory"),
@@ -92,6 +102,9 @@ class DashboardScreen(Screen):
     ]
 
     side_panel: reactive[str] = reactive("events")
+    # A population's run: the leaderboard shows (set from the config's sweep, or by the
+    # first snapshot that carries a population, for a client that knew no config).
+    population: reactive[bool] = reactive(False)
 
     class Ready(Message):
         """Composed and mounted: the app may fill it in and start the session."""
@@ -104,6 +117,8 @@ class DashboardScreen(Screen):
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
         with Container(id="body"):
+            # First: in the grid's order it takes the top row.
+            yield Leaderboard(id="leaderboard", evaluating=self.config.eval_every_updates > 0)
             yield MetricsPanel(id="metrics", evaluating=self.config.eval_every_updates > 0)
             yield MetricChart(id="chart", min_interval=self.chart_interval,
                               skip=UNDEFINED_METRICS.get(self.config.algo, ()))
@@ -114,6 +129,7 @@ class DashboardScreen(Screen):
 
     def on_mount(self) -> None:
         self.watch_side_panel(self.side_panel)
+        self.population = bool(self.config.sweep)
         self.post_message(self.Ready())
 
     # --- views of the parts -------------------------------------------------------------
@@ -138,6 +154,18 @@ class DashboardScreen(Screen):
         return self.query_one(DevicePanel)
 
     @property
+    def leaderboard(self) -> Leaderboard:
+        return self.query_one(Leaderboard)
+
+    @property
+    def edit_members(self) -> tuple[int, ...] | None:
+        """The members an edit applies to: the leaderboard's selection; None, every member
+        (or a run that is no population)."""
+        if not self.population:
+            return None
+        return tuple(sorted(self.leaderboard.selected)) or None
+
+    @property
     def shows_all_panels(self) -> bool:
         return self.has_class("-wide") and self.has_class("-tall")
 
@@ -145,6 +173,10 @@ class DashboardScreen(Screen):
     def show_snapshot(self, snapshot: MetricsSnapshot, age: float = 0.0) -> None:
         """`age`: seconds since the snapshot arrived (see StatusBar.snapshot_age)."""
         self.status.show_snapshot(snapshot, age)
+        if snapshot.population is not None:
+            self.population = True
+            self.leaderboard.show(snapshot.population)
+        self.chart.unit = "member" if self.population else "seed"
         self.query_one(MetricsPanel).show(snapshot.history)
         self.chart.show(snapshot.history_env_steps, snapshot.history, snapshot.seed_returns)
         self.hparams_panel.values = snapshot.hparams
@@ -166,7 +198,9 @@ class DashboardScreen(Screen):
         if action == "cycle_side_panel":
             return not self.shows_all_panels
         if action == "toggle_seed_view":
-            return self.config.num_seeds > 1
+            return self.config.num_seeds > 1 and not self.population
+        if action == "toggle_member_view":
+            return self.population
         return True
 
     # --- actions ----------------------------------------------------------------------
@@ -194,6 +228,18 @@ class DashboardScreen(Screen):
     def action_toggle_seed_view(self) -> None:
         self.chart.toggle_seed_view()
         self.chart.redraw()
+
+    def action_toggle_member_view(self) -> None:
+        self.action_toggle_seed_view()
+
+    def watch_population(self, population: bool) -> None:
+        self.set_class(population, "-population")
+        self.leaderboard.can_focus = population
+        if population:
+            self.chart.unit = "member"
+            self.refresh_bindings()
+            # Its keys (select, freeze, clone, sort) act while it has the focus.
+            self.call_after_refresh(self.set_focus, self.leaderboard)
 
     def action_cycle_side_panel(self) -> None:
         self.side_panel = SIDE_PANELS[(SIDE_PANELS.index(self.side_panel) + 1) % len(SIDE_PANELS)]

@@ -52,10 +52,11 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
         self.fields = tuple(fields)  # the live-editable keys of the run's algorithm
         self.values = dict(values)
         self.field = self.fields[0]
+        self.target: str | None = None  # a population: whom the edit applies to ("members 1, 3")
 
     def compose(self) -> ComposeResult:
         with Vertical(id="editor-dialog"):
-            yield Label("Applied at the next chunk boundary, without recompiling.", id="editor-title")
+            yield Label(self._title(), id="editor-title")
             fields = OptionList(*(self._option(name) for name in self.fields), id="editor-fields")
             fields.can_focus = False  # typing goes to the value; up/down move the field
             yield fields
@@ -67,19 +68,26 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
     def _option(self, name: str) -> Option:
         return Option(f"{name:<14} {fmt_value(self.values.get(name))}", id=name)
 
-    def prepare(self, values: Mapping[str, float]) -> None:
+    def prepare(self, values: Mapping[str, float], target: str | None = None) -> None:
         """Fresh values and a clean input for the next opening, on the first field: users
-        count their down presses from it, whatever they edited last time."""
+        count their down presses from it, whatever they edited last time. `target`: in a
+        population, the members the edit applies to, for the title."""
         self.values = dict(values)
         self.field = self.fields[0]
+        self.target = target
         if self.is_mounted:
             self._reset()
 
+    def _title(self) -> str:
+        to = f" to {self.target}" if self.target else ""
+        return f"Applied{to} at the next chunk boundary, without recompiling."
+
     def on_mount(self) -> None:
-        self.query_one("#editor-dialog").border_title = "hyperparameters"
         self._reset()
 
     def _reset(self) -> None:
+        self.query_one("#editor-dialog").border_title = "hyperparameters" + (f": {self.target}" if self.target else "")
+        self.query_one("#editor-title", Label).update(self._title())
         fields = self.query_one("#editor-fields", OptionList)
         for name in self.fields:
             fields.replace_option_prompt(name, self._option(name).prompt)

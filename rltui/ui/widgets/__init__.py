@@ -4,6 +4,7 @@ from rltui.ui.widgets.chart import CHART_METRICS, MetricChart
 from rltui.ui.widgets.devices import DevicePanel
 from rltui.ui.widgets.events import EventsLog
 from rltui.ui.widgets.hparams import HParamsPanel
+from rltui.ui.widgets.leaderboard import Leaderboard
 from rltui.ui.widgets.sparklines import SPARKLINE_METRICS, MetricsPanel, MetricSparkline
 from rltui.ui.widgets.status import StatusBar
 
@@ -13,6 +14,7 @@ __all__ = [
     "DevicePanel",
     "EventsLog",
     "HParamsPanel",
+    "Leaderboard",
     "MetricChart",
     "MetricSparkline",
     "MetricsPanel",

@@ -5,7 +5,8 @@ It draws the run's curves (rltui.session.history): each point is a bucket of upd
 line its mean and a dim filled band its minimum and maximum, so a spike far back stays in
 sight and the y axis spans the same extremes the sparklines panel reports. With several
 seeds, the episode return is drawn as the mean over seeds on a band from the lowest to the
-highest seed, or one coloured line per seed with a legend (`toggle_seed_view()`).
+highest seed, or one coloured line per seed with a legend (`toggle_seed_view()`). In a
+population each curve is a member's (the mean of its seeds), and `unit` says so.
 Controls: `cycle()` or `metric = ...`, `cycle_smoothing()` (a debiased exponential moving
 average, the raw mean dimmed behind it), `toggle_log()` and `toggle_x_axis()`."""
 
@@ -88,6 +89,8 @@ class MetricChart(PlotextPlot):
     smoothing: reactive[float] = reactive(0.0)
     log_scale: reactive[bool] = reactive(False)
     x_axis: reactive[str] = reactive("steps")
+    # What each overlaid curve is: a seed, or a population's member (the mean of its seeds).
+    unit: reactive[str] = reactive("seed")
 
     def __init__(self, *, min_interval: float = 2.0, clock=time.monotonic, skip: Sequence[str] = (), **kwargs):
         super().__init__(**kwargs)
@@ -123,7 +126,7 @@ class MetricChart(PlotextPlot):
         axis = "env steps" if self.x_axis == "steps" else "wall time"
         title = f"{_TITLES.get(self.metric, self.metric)} vs {axis}"
         if self.shows_seeds:
-            title += f", {self.curves.seeds} seeds: " + ("mean, min-max" if self.seed_view == "band" else "each")
+            title += f", {self.curves.seeds} {self.unit}s: " + ("mean, min-max" if self.seed_view == "band" else "each")
         extras = []
         if self.smoothing:
             extras.append(f"smoothed {self.smoothing:g}")
@@ -162,6 +165,9 @@ class MetricChart(PlotextPlot):
         self.watch_metric()
 
     def watch_x_axis(self) -> None:
+        self.watch_metric()
+
+    def watch_unit(self) -> None:
         self.watch_metric()
 
     def cycle(self) -> str:
@@ -211,7 +217,7 @@ class MetricChart(PlotextPlot):
         return colour.get_truecolor() if colour is not None else None
 
     def _seed_colours(self, count: int) -> list:
-        """One colour per seed, from the theme's named colours."""
+        """One colour per seed (or member), from the theme's named colours."""
         theme = self.app.current_theme
         names = [theme.primary, theme.secondary, theme.accent, theme.warning, theme.success, theme.error]
         from textual.color import Color
@@ -248,7 +254,7 @@ class MetricChart(PlotextPlot):
                 for k, (seed, colour) in enumerate(zip(curves.seed_series(), self._seed_colours(curves.seeds))):
                     keep = np.isfinite(seed.mean)
                     ys = smooth(seed.mean, self.smoothing)[keep] if self.smoothing else seed.mean[keep]
-                    plt.plot(xs[keep].tolist(), ys.tolist(), marker="braille", color=colour, label=f"seed {k}")
+                    plt.plot(xs[keep].tolist(), ys.tolist(), marker="braille", color=colour, label=f"{self.unit} {k}")
             else:
                 # The band: each bucket's minimum to maximum (over its updates, or its seeds).
                 plt.plot(*band_path(xs, lo, hi, columns=2 * self.size.width), marker="braille", color=band)

@@ -1,0 +1,296 @@
+"""A population's leaderboard in the dashboard: its rows, the sort key, and the keys that
+select, freeze, clone and edit members (as commands the session is sent)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from types import MappingProxyType
+
+import pytest
+from test_ui import until
+
+from rltui.config import RunConfig
+from rltui.session import SetHParams
+from rltui.session.commands import CloneMember, FreezeMembers
+from rltui.session.population import MemberState, MemberView, PopulationView
+from rltui.ui.app import DashboardApp
+from rltui.ui.screens import CloneDialog, HelpScreen, HParamEditor
+from rltui.ui.widgets.leaderboard import sparkline
+
+from fakes import FakeSession, fixed_device_stats
+
+LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+SWEEP = {"lr": list(LRS)}
+
+
+def member_returns(index: int, update: int) -> float:
+    """A made-up but plausible curve per member: the middle learning rates learn fastest."""
+    speed = (1.0, 2.2, 4.5, 3.6, 1.6, 0.4)[index]
+    return min(500.0, 9.0 + speed * update + 2.0 * math.sin(update + index))
+
+
+def population_view(update: int, *, states=None, parents=None, evals=None, values=None) -> PopulationView:
+    states = states or {}
+    parents = parents or {}
+    members = []
+    for m, lr in enumerate(LRS):
+        trend = tuple(member_returns(m, u) for u in range(max(1, update - 31), update + 1))
+        members.append(MemberView(
+            index=m,
+            values=MappingProxyType({"lr": (values or {}).get(m, lr)}),
+            state=states.get(m, MemberState.TRAINING),
+            latest_return=trend[-1],
+            best_return=max(trend),
+            eval_return=(evals or {}).get(m),
+            trend=trend,
+            parent=parents.get(m),
+        ))
+    return PopulationView(keys=("lr",), num_seeds=2, members=tuple(members))
+
+
+class PopulationFake(FakeSession):
+    """The fake session, publishing a population's snapshots: the members' curves as the
+    chart's overlay, and the member table."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.view_options: dict = {}
+
+    def advance(self, updates, overrides=None):
+        listeners, self._listeners = self._listeners, []
+        try:
+            snapshot = super().advance(updates, overrides)
+        finally:
+            self._listeners = listeners
+        steps = range(self._update - len(snapshot.history_env_steps) + 1, self._update + 1)
+        snapshot = dataclasses.replace(
+            snapshot,
+            seed_returns=tuple(tuple(member_returns(m, u) for u in steps) for m in range(len(LRS))),
+            population=population_view(self._update, **self.view_options),
+        )
+        for listener in self._listeners:
+            listener.on_metrics(snapshot)
+        return snapshot
+
+
+def make_app(tmp_path, fake, config=None) -> DashboardApp:
+    return DashboardApp(
+        fake, config or RunConfig(sweep=SWEEP), tmp_path / "CartPole-v1-ppo-population",
+        chart_interval=0, refresh_interval=0, device_source=fixed_device_stats(),
+        user_theme_dir=tmp_path / "no-user-themes", clock=lambda: 0.0,
+    )
+
+
+async def started(app, pilot, fake, updates: int = 40):
+    await until(pilot, lambda: fake.started)
+    fake.on_thread(fake.advance, updates)
+    board = app.dashboard.leaderboard
+    await until(pilot, lambda: board.row_count == len(LRS))
+    await pilot.pause()
+    return board
+
+
+async def cursor_to(pilot, board, member: int) -> None:
+    """Arrow keys until the cursor is on `member`'s row."""
+    steps = board.order.index(member) - board.cursor_row
+    await pilot.press(*(["down"] * steps if steps > 0 else ["up"] * -steps))
+    assert board.cursor_member == member
+
+
+def test_sparkline_scales_to_the_row():
+    assert sparkline([1.0, 2.0, 3.0, math.nan, 4.0]) == "▁▃▆█"
+    assert sparkline([5.0, 5.0]) == "▄▄"
+    assert sparkline([]) == "" and sparkline([math.nan]) == ""
+    assert len(sparkline(range(100))) == 12
+
+
+async def test_rows_show_each_member_sorted_by_latest(tmp_path):
+    fake = PopulationFake()
+    fake.view_options = {"states": {4: MemberState.FROZEN, 5: MemberState.DIVERGED}, "parents": {0: 2}}
+    app = make_app(tmp_path, fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        board = await started(app, pilot, fake)
+        assert board.display and app.focused is board
+        assert board.order == (2, 3, 1, 4, 0, 5)  # by latest return, best first
+        rows = {int(r[0]): r for r in board.row_texts()}
+        assert rows[2][1] == "0.001" and rows[2][2] == fmt(member_returns(2, 40))
+        assert rows[4][-2] == "frozen" and rows[5][-2] == "diverged" and rows[3][-2] == "training"
+        assert rows[0][-1] == "<- 2" and rows[1][-1] == ""
+        assert set(rows[1][-3]) <= set("▁▂▃▄▅▆▇█") and len(rows[1][-3]) == 12
+        assert "eval" not in [str(c.label) for c in board.columns.values()]  # no evaluation in this run
+        assert "6 members" in str(board.border_title) and "by latest" in str(board.border_title)
+        # The chart overlays members, and says so.
+        assert "6 members" in str(app.dashboard.chart.border_title)
+        assert app.dashboard.chart.unit == "member"
+
+
+def fmt(value: float) -> str:
+    from rltui.ui.format import fmt_value
+
+    return fmt_value(value)
+
+
+async def test_sort_key_cycles_and_the_cursor_stays_on_its_member(tmp_path):
+    fake = PopulationFake()
+    fake.view_options = {"evals": {0: 480.0, 1: 20.0}}
+    app = make_app(tmp_path, fake, RunConfig(sweep=SWEEP, eval_every_updates=10))
+    async with app.run_test(size=(120, 40)) as pilot:
+        board = await started(app, pilot, fake)
+        await pilot.press("down")  # on member 3
+        assert board.cursor_member == 3
+        keys = []
+        for _ in range(4):
+            await pilot.press("s")
+            keys.append(board.sort_key)
+            assert board.cursor_member == 3  # the cursor follows its member, not its row
+        assert keys == ["best", "eval", "index", "latest"]
+        await pilot.press("s", "s")
+        assert board.sort_key == "eval" and board.order[:2] == (0, 1)  # members without an eval last
+        await pilot.press("s")
+        assert board.order == (0, 1, 2, 3, 4, 5)
+        # A new snapshot updates the rows in place: same rows, the cursor where it was.
+        fake.on_thread(fake.advance, 5)
+        await until(pilot, lambda: board.row_texts()[3][2] == fmt(member_returns(3, 45)))
+        assert board.cursor_member == 3 and board.order == (0, 1, 2, 3, 4, 5)
+
+
+async def test_f_freezes_the_selection_or_the_cursor_member(tmp_path):
+    fake = PopulationFake()
+    fake.view_options = {"states": {4: MemberState.FROZEN}}
+    app = make_app(tmp_path, fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        board = await started(app, pilot, fake)
+        await pilot.press("f")  # no selection: the member under the cursor (the best, 2)
+        await until(pilot, lambda: len(fake.commands_of(FreezeMembers)) == 1)
+        assert fake.commands_of(FreezeMembers)[-1] == FreezeMembers((2,), True)
+        await pilot.press("space", "down", "down", "space")  # select 2 and 1
+        assert board.selected == {1, 2} and "●" in board.row_texts()[0][0]
+        assert "2 selected" in str(board.border_subtitle)
+        await pilot.press("f")
+        await until(pilot, lambda: len(fake.commands_of(FreezeMembers)) == 2)
+        assert fake.commands_of(FreezeMembers)[-1] == FreezeMembers((1, 2), True)
+        # Only frozen members chosen: f thaws them.
+        await pilot.press("escape")
+        assert board.selected == set()
+        await cursor_to(pilot, board, 4)
+        await pilot.press("f")
+        await until(pilot, lambda: len(fake.commands_of(FreezeMembers)) == 3)
+        assert fake.commands_of(FreezeMembers)[-1] == FreezeMembers((4,), False)
+
+
+async def test_c_clones_the_cursor_member_into_the_selection_with_a_factor(tmp_path):
+    fake = PopulationFake()
+    app = make_app(tmp_path, fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        board = await started(app, pilot, fake)
+        await cursor_to(pilot, board, 0)
+        await pilot.press("space")
+        await cursor_to(pilot, board, 5)
+        await pilot.press("space")  # 0 and 5 selected
+        await cursor_to(pilot, board, 2)
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, CloneDialog))
+        dialog = app.screen
+        assert dialog.targets == (0, 5)
+        await pilot.press("ctrl+a", "ctrl+k", "x", "enter")  # a bad factor: one line in the dialog
+        assert "factor: not a number" in dialog.error_text and "\n" not in dialog.error_text
+        assert fake.commands_of(CloneMember) == []
+        await pilot.press("ctrl+a", "ctrl+k", "1", ".", "2", "enter")
+        await until(pilot, lambda: fake.commands_of(CloneMember))
+        assert fake.commands_of(CloneMember) == [CloneMember(2, (0, 5), 1.2)]
+        assert not isinstance(app.screen, CloneDialog)
+
+
+async def test_c_without_a_selection_asks_for_the_targets(tmp_path):
+    fake = PopulationFake()
+    app = make_app(tmp_path, fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(app, pilot, fake)
+        await pilot.press("c")  # member 2 under the cursor, nothing selected
+        await until(pilot, lambda: isinstance(app.screen, CloneDialog))
+        dialog = app.screen
+        await pilot.press("2", "enter")  # itself: refused
+        assert "member 2 is the one cloned" in dialog.error_text
+        await pilot.press("backspace", "9", "enter")
+        assert "from 0 to 5" in dialog.error_text
+        await pilot.press("backspace", "0", " ", "4", "enter")  # factor left at 1.0: an exact copy
+        await until(pilot, lambda: fake.commands_of(CloneMember))
+        assert fake.commands_of(CloneMember) == [CloneMember(2, (0, 4), 1.0)]
+
+
+async def test_an_edit_goes_to_the_selection_or_to_every_member(tmp_path):
+    fake = PopulationFake()
+    app = make_app(tmp_path, fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        board = await started(app, pilot, fake)
+        await pilot.press("e")
+        await until(pilot, lambda: isinstance(app.screen, HParamEditor))
+        assert "every member" in str(app.screen.query_one("#editor-dialog").border_title)
+        await pilot.press("escape")
+        await pilot.press("space", "down", "space")  # members 2 and 3
+        assert board.selected == {2, 3}
+        await pilot.press("e")
+        await until(pilot, lambda: isinstance(app.screen, HParamEditor))
+        editor = app.screen
+        assert "members 2, 3" in str(editor.query_one("#editor-dialog").border_title)
+        assert editor.values["lr"] == pytest.approx(1e-3)  # the first selected member's own lr
+        await pilot.press("5", "e", "-", "4", "enter")
+        await until(pilot, lambda: fake.commands_of(SetHParams))
+        assert fake.commands_of(SetHParams) == [SetHParams({"lr": 5e-4}, members=(2, 3))]
+        await pilot.press("escape", "e")  # no selection: every member
+        await until(pilot, lambda: isinstance(app.screen, HParamEditor))
+        await pilot.press("2", "e", "-", "4", "enter")
+        await until(pilot, lambda: len(fake.commands_of(SetHParams)) == 2)
+        assert fake.commands_of(SetHParams)[-1] == SetHParams({"lr": 2e-4}, members=None)
+
+
+async def test_help_lists_the_leaderboard_keys(tmp_path):
+    fake = PopulationFake()
+    app = make_app(tmp_path, fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(app, pilot, fake)
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = app.screen.text
+        assert "leaderboard: freeze" in text and "leaderboard: clone" in text and "leaderboard: sort" in text
+        assert "one line per member" in text and "one line per seed" not in text
+
+
+async def test_a_single_run_has_no_leaderboard(tmp_path):
+    fake = FakeSession()
+    app = make_app(tmp_path, fake, RunConfig(num_seeds=3))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: fake.started)
+        fake.on_thread(fake.advance, 10)
+        await until(pilot, lambda: app.latest is not None)
+        await pilot.pause()
+        assert not app.dashboard.leaderboard.display
+        assert app.focused is not app.dashboard.leaderboard
+        assert app.dashboard.chart.unit == "seed"
+        await pilot.press("f")  # nothing: not a population
+        assert fake.commands_of(FreezeMembers) == []
+
+
+def population_dashboard(tmp_path):
+    fake = PopulationFake()
+    fake.view_options = {"states": {4: MemberState.FROZEN, 5: MemberState.DIVERGED}, "parents": {0: 2},
+                         "values": {0: 1.2e-3}}
+    app = make_app(tmp_path, fake)
+
+    async def run_before(pilot):
+        await started(app, pilot, fake, updates=60)
+        await pilot.press("down", "down", "space")
+        await pilot.pause()
+
+    return app, run_before
+
+
+def test_leaderboard_120x40(snap_compare, tmp_path):
+    app, run_before = population_dashboard(tmp_path)
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+
+
+def test_leaderboard_80x24(snap_compare, tmp_path):
+    app, run_before = population_dashboard(tmp_path)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
