@@ -35,9 +35,11 @@ from rltui.session.commands import (
 from rltui.session.distributed import BoundarySync, LocalSync
 from rltui.session.evaluation import EvalResult, EvaluationPolicy, Evaluator
 from rltui.session.events import SessionEvent, SessionState
-from rltui.session.interface import ParamsSnapshot, ParamsUnavailable
+from rltui.session.interface import ParamsSnapshot
 from rltui.session.metrics import TRAINER_METRICS, MetricsSnapshot, MetricsStore, UpdateRecord, load_run_history
-from rltui.session.population import Population, Replacement
+from rltui.session.params_service import ParamsService, describe_exception
+from rltui.session.population import Population
+from rltui.session.population_steering import PopulationSteering
 from trainers.hparams import DynamicHParams, HParamError, check_changes
 
 # Metrics whose non-finite value means training has diverged (episode_return may be NaN
@@ -59,11 +61,6 @@ class SessionListener:
         pass
 
 
-class _WakeUp:
-    """Queued after a parameters request so that a paused session (which waits on its
-    command queue) serves it at once; applying it does nothing."""
-
-
 class ListenerFailed(Exception):
     """A listener raised (anything, SystemExit included): the session ends in the ERROR state."""
 
@@ -76,17 +73,12 @@ class CheckpointFailure:
     on_disk: str  # e.g. "the latest checkpoint on disk is checkpoint-000000097.msgpack (update 97)"
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def validate_changes(changes: dict[str, object]) -> dict[str, float]:
     """Check a hyperparameter edit; raise HParamError naming the first bad field."""
     return check_changes(changes)
 
 
-class TrainingSession:
+class TrainingSession(PopulationSteering, ParamsService):
     # The run lives in this process: when its client leaves, the run must stop.
     outlives_client = False
 
@@ -187,20 +179,6 @@ class TrainingSession:
     def stop(self) -> None:
         self.submit(Stop())
 
-    def request_params(self) -> Future:
-        """The latest parameters as host arrays (a `ParamsSnapshot`), copied by the session
-        thread at its next chunk boundary: the UI never touches the trainer, and nothing
-        syncs inside a chunk. Never blocks; requests at one boundary share one copy."""
-        future: Future = Future()
-        with self._params_lock:
-            if not self._params_closed:
-                self._params_requests.append(future)
-                if not self._sync.distributed:  # a paused multi-process run wakes every heartbeat
-                    self._commands.put(_WakeUp())
-                return future
-        self._answer_params([future])  # the session has ended: its last copy
-        return future
-
     def warn(self, message: str) -> None:
         """Log a warning event from any thread; the session thread writes it at the next
         chunk boundary (or as it ends). Never blocks."""
@@ -289,7 +267,7 @@ class TrainingSession:
             return
         self._failing = True
         cause = exc.__cause__ if isinstance(exc, ListenerFailed) and exc.__cause__ is not None else exc
-        self.error = str(exc) if isinstance(exc, ListenerFailed) else _describe(exc)
+        self.error = str(exc) if isinstance(exc, ListenerFailed) else describe_exception(exc)
         self.error_checkpoint = saved = self._save_after_error()
         self._log_notices()
         self._event("error", self.error, checkpoint=saved, traceback="".join(traceback.format_exception(cause))[-4000:])
@@ -307,7 +285,7 @@ class TrainingSession:
         try:
             self._save("error")
         except BaseException as err:  # noqa: BLE001 - the error itself must still be reported
-            return f"checkpoint failed ({_describe(err)})"
+            return f"checkpoint failed ({describe_exception(err)})"
         if self.checkpoint_failure is not None:
             return f"checkpoint failed ({self.checkpoint_failure.reason}); {self.checkpoint_failure.on_disk}"
         return f"saved {self.last_checkpoint.name}" if self.last_checkpoint else "saved"
@@ -356,49 +334,9 @@ class TrainingSession:
             if self._sync.agree(self._checkpoint_due()):
                 self._save("periodic")
 
-    # --- a population ------------------------------------------------------------------------
-    def _trainer_hparams(self) -> DynamicHParams:
-        return self._hparams if self.population is None else self.population.trainer_hparams()
 
-    def _members_diverged(self, rows: list[dict]) -> bool:
-        """Members whose update went non-finite are frozen at their last finite state and
-        reported; the others go on. Only when none is left training does the run pause."""
-        population = self.population
-        for row in rows:
-            returns = row.get("per_member", {}).get("episode_return")
-            if returns:
-                population.observe(returns)
-        healthy = next((row["healthy"] for row in reversed(rows) if "healthy" in row), None)
-        sick = population.mark_diverged(healthy) if healthy is not None else ()
-        for member in sick:
-            self._population_event(
-                "diverged", f"member {member} ({population.describe(member)}) diverged: frozen at its last finite "
-                f"state; the others go on", members=[member])
-        return bool(sick) and population.all_stopped()
 
-    def _population_boundary(self) -> None:
-        population = self.population
-        if population.pbt_due(self._updates_done):
-            replacements = population.pbt_step(self._updates_done)
-            if replacements:
-                self.backend.clone(population.agent_sources(replacements))
-                self._params_version += 1
-                self._population_event("pbt", _replaced(population, replacements), replacements=replacements)
-        if population.all_stopped() and self.state is SessionState.RUNNING:
-            self._event("paused", "every member is frozen: paused; thaw one (or resume) to go on")
-            self._set_state(SessionState.PAUSED, "every member is frozen")
 
-    def _population_event(self, action: str, message: str, *, members: list[int] | None = None,
-                          replacements: list[Replacement] = (), **data) -> None:
-        """An event of kind "population": what changed and the whole table after it, so that
-        population.jsonl alone replays every member's lineage."""
-        view = self.population.view()
-        table = [{"member": m.index, "values": dict(self.population.values(m.index)), "state": m.state.value,
-                  "parent": m.parent} for m in view.members]
-        changes = [{"target": r.target, "source": r.source, "values": dict(r.values), "previous": dict(r.previous)}
-                   for r in replacements]
-        self._event("population", message, action=action, members=members, replacements=changes, table=table,
-                    **data)
 
     # --- evaluation --------------------------------------------------------------------------
     def _prepare_evaluation(self) -> None:
@@ -562,57 +500,6 @@ class TrainingSession:
         self.nonfinite = False
         self._publish()  # the new position, shown at once even while paused
 
-    # --- parameters for the watch view ----------------------------------------------------
-    def _serve_params(self) -> None:
-        with self._params_lock:
-            waiting, self._params_requests = self._params_requests, []
-        if waiting:
-            self._answer_params(waiting)
-
-    def _answer_params(self, futures: list[Future]) -> None:
-        try:
-            snapshot = self._params_snapshot()
-        except Exception as err:  # noqa: BLE001 - the requester is told; training goes on
-            failure = ParamsUnavailable(f"the parameters could not be copied ({_describe(err)})")
-            for future in futures:
-                if future.set_running_or_notify_cancel():
-                    future.set_exception(failure)
-            return
-        for future in futures:
-            if future.set_running_or_notify_cancel():
-                future.set_result(snapshot)
-
-    def _params_snapshot(self) -> ParamsSnapshot:
-        """One host copy per state: requests while paused, or after the run, share it."""
-        key = (self._updates_done, self._params_version)
-        if self._params_copy is not None and self._params_copy[0] == key:
-            return self._params_copy[1]
-        if self._params_closed:
-            raise ParamsUnavailable("the run ended before its parameters could be copied")
-        acting = getattr(self.backend, "acting_params", None)
-        if acting is None:
-            raise ParamsUnavailable("this run's backend cannot hand out its parameters")
-        params, obs_stats = acting()
-        snapshot = ParamsSnapshot(update=self._updates_done, params=params, obs_stats=obs_stats)
-        self._params_copy = (key, snapshot)
-        return snapshot
-
-    def _close_params(self) -> None:
-        """As the session thread ends: answer what waits, and keep a last copy for later
-        requests (the state no longer changes). A run that never built has none."""
-        with self._params_lock:
-            waiting, self._params_requests = self._params_requests, []
-        try:
-            self._params_snapshot()
-        except Exception:  # noqa: BLE001 - later requests are told there is none
-            pass
-        with self._params_lock:
-            self._params_closed = True
-            waiting += self._params_requests
-            self._params_requests = []
-        if waiting:
-            self._answer_params(waiting)
-
     def _next_chunk_size(self, count: int, seconds: float) -> int:
         """Size chunks from measured time so that one takes about `chunk_seconds`; grow at
         most 8x per chunk so a noisy first measurement cannot overshoot far."""
@@ -676,53 +563,6 @@ class TrainingSession:
         text = ", ".join(f"{k} {old[k]:.6g} -> {v:.6g}" for k, v in values.items())
         self._edits.append({"update": self._updates_done, "changes": values})
         self._event("hparams", f"set {text}", changes=values, previous={k: old[k] for k in values})
-
-    def _apply_member_hparams(self, changes: dict[str, object], members) -> None:
-        population = self.population
-        try:
-            chosen = population.check_members(members)
-            previous = population.set_values(changes, chosen)
-        except HParamError as err:
-            self._event("warning", f"edit refused: {err}")
-            return
-        values = check_changes(changes)
-        if members is None:  # every member: the run's own values too
-            self._hparams = self._hparams.with_updates(values)
-        self._edits.append({"update": self._updates_done, "changes": values, "members": list(chosen)})
-        who = "every member" if members is None else "member" + ("s " if len(chosen) > 1 else " ") + ", ".join(
-            map(str, chosen))
-        text = ", ".join(f"{k} -> {v:.6g}" for k, v in values.items())
-        self._event("hparams", f"set {text} for {who}", changes=values, members=list(chosen),
-                    previous={str(m): p for m, p in previous.items()})
-        self._population_event("edit", f"set {text} for {who}", members=list(chosen))
-        self._publish()  # the table's new values, shown at once even while paused
-
-    def _apply_member_command(self, command) -> None:
-        population = self.population
-        if population is None:
-            self._event("warning", f"{type(command).__name__}: this run is not a population")
-            return
-        try:
-            if isinstance(command, FreezeMembers):
-                changed = population.set_frozen(command.members, command.frozen)
-                verb = "froze" if command.frozen else "thawed"
-                if changed:
-                    self._population_event("freeze" if command.frozen else "thaw",
-                                           f"{verb} member{'s' if len(changed) > 1 else ''} "
-                                           f"{', '.join(map(str, changed))}", members=list(changed))
-                if not command.frozen and changed and self.state is SessionState.PAUSED and self.nonfinite:
-                    self.nonfinite = False
-                if changed:
-                    self._publish()
-                return
-            replacements = population.clone(command.source, command.targets, command.factor)
-        except HParamError as err:
-            self._event("warning", f"{type(command).__name__.lower()} refused: {err}")
-            return
-        self.backend.clone(population.agent_sources(replacements))
-        self._params_version += 1
-        self._population_event("clone", _replaced(population, replacements), replacements=replacements)
-        self._publish()
 
     def _record(
         self, rows: list[dict[str, float]], started: float, seconds: float, evaluation: EvalResult | None = None
@@ -800,10 +640,4 @@ class TrainingSession:
             except BaseException as exc:
                 if self._failing:
                     continue
-                raise ListenerFailed(f"{type(listener).__name__} failed: {_describe(exc)}") from exc
-
-
-def _replaced(population: Population, replacements: list[Replacement]) -> str:
-    return "; ".join(
-        f"member {r.target} <- member {r.source} ({population.describe(r.target)})" for r in replacements
-    )
+                raise ListenerFailed(f"{type(listener).__name__} failed: {describe_exception(exc)}") from exc
