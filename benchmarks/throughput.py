@@ -30,7 +30,10 @@ falls on both sides alike). Per process: env steps per second (median of --repea
 seconds per million env steps (getrusage: every thread of the process, user and system),
 peak resident memory (the process's high-water mark, compile included) and compile time
 (the session's build: init, compile and the choice of program; the reference's jit compile).
-The session's figures are the mean of its two processes; the ratio is session / reference.
+The session's figures are the mean of its two processes; the ratio is session / reference in
+env steps per second, and the CPU ratio the reference's CPU time per env step over the
+session's (the figure that load moves least: on a shared machine the wall-clock ratio can
+swing by tens of percent between two processes).
 
     python benchmarks/throughput.py --table [--envs ...] [--env-steps 1e6] [--repeats 3]
 """
@@ -269,15 +272,21 @@ def table(args) -> None:
             results[which].append(result)
             print(f"  {num_envs} envs {which}: {json.dumps(result)}", flush=True)
         rows.append((num_envs, results))
-    print("\n| envs | session SPS | reference SPS | ratio (A-B-A) | CPU s / 1M steps (session, ref) "
+    print_table(rows)
+
+
+def print_table(rows: list[tuple[int, dict[str, list[dict]]]]) -> None:
+    """The markdown table: per env count, the results of the session's two processes and the reference's one."""
+    print("\n| envs | session SPS | reference SPS | ratio (A-B-A) | CPU s / 1M steps (session, ref) | CPU ratio "
           "| peak RSS MiB (session, ref) | compile s (session, ref) | session program |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for num_envs, results in rows:
         a, b = results["session"], results["reference"][0]
         mean = lambda key: sum(r[key] for r in a) / len(a)
         ratios = "/".join(f"{r['sps'] / b['sps']:.2f}" for r in a)
         print(f"| {num_envs} | {mean('sps') / 1e3:,.0f}k | {b['sps'] / 1e3:,.0f}k | "
               f"{mean('sps') / b['sps']:.2f} ({ratios}) | {mean('cpu_per_million'):.2f}, {b['cpu_per_million']:.2f} "
+              f"| {b['cpu_per_million'] / mean('cpu_per_million'):.2f} "
               f"| {mean('peak_rss_mib'):,.0f}, {b['peak_rss_mib']:,.0f} | {mean('compile_seconds'):.1f}, "
               f"{b['compile_seconds']:.1f} | {a[0].get('program', '')} |")
 

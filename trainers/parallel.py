@@ -166,6 +166,7 @@ class DataParallel:
             platform=self.devices[0].platform,
             process_count=jax.process_count(),
             workers=program_choice.cpu_workers,
+            samples_per_update=self.trainer.static.steps_per_update * self.num_agents,
         )
 
     def put(self, stacked, like):

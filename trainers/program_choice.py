@@ -1,20 +1,21 @@
 """Which build of the chunk program to run, decided by timing both on this machine.
 
-XLA's CPU compiler schedules a program's instructions for concurrency by default: that
-suits batches whose ops split over several worker threads, but on small batches the
-worker pool hands the program between threads at every call and idle workers spin. The
-memory-optimised schedule keeps one order that one thread runs through. Which one wins
-depends on the batch, the network and the machine, so `choose` compiles both and times a
-short chunk of each, alternating (A, B, B, A), and keeps the faster; the default build
-stays unless the other is clearly faster. Both builds compute the same arithmetic in a
-different order of independent instructions, so the results do not depend on the choice.
+XLA's CPU compiler orders a program's instructions for concurrency by default
+(`xla_cpu_scheduler_type`), which suits batches whose ops split over several worker
+threads; on small batches the pool hands the program between its threads at every call and
+idle workers spin. The memory-optimised order is the other one XLA offers. Which runs a
+chunk faster depends on the batch, the network, the worker pool and the machine, so
+`choose` compiles both and times a short chunk of each, alternating (A, B, B, A), and keeps
+the faster; the default build stays unless the other is clearly faster. Both builds
+compute the same arithmetic, only independent instructions change places, so the results
+do not depend on the choice (a test checks that they are bit-equal).
 
 The choice is skipped (the default build, one compile) where it cannot matter: not on a
 CPU, with a pool of one XLA CPU worker (nothing runs concurrently, so there is no
 hand-over to avoid), in a multi-process run (every process must run the same schedule of
-collectives), and when one update already takes longer than a timed chunk would (a call then holds so
-much work that what happens at its boundaries is lost in it, and timing would cost
-seconds)."""
+collectives), and when one update is too large for a call's boundaries to show: known
+from the batch alone (MAX_SAMPLES samples per update, where timing would cost seconds),
+or seen when one timed update takes longer than a timed chunk would."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ cpu_workers: int | None = None
 # Wall time of one timed chunk: long enough to hold the per-call effects a session's
 # chunks see, short enough that four of them cost little at start-up.
 PROBE_SECONDS = 0.1
+# From this many samples (envs x steps x agents) per update, no timing: one update is long
+# whatever the network, and each timed update would be work thrown away.
+MAX_SAMPLES = 65536
 # The alternative is kept only when its time per update is below this fraction of the
 # default's: closer than that is within what a shared machine moves between two calls.
 MARGIN = 0.97
@@ -72,6 +76,7 @@ def choose(
     platform: str,
     process_count: int = 1,
     workers: int | None = None,
+    samples_per_update: int = 0,
     timer: Callable[[], float] = time.perf_counter,
 ) -> tuple[Any, Choice]:
     """The program to run and the `Choice`. `compile_build(build)` returns a compiled
@@ -84,6 +89,8 @@ def choose(
         return default, Choice(DEFAULT, {}, 0, 0.0, "several processes")
     if workers == 1:
         return default, Choice(DEFAULT, {}, 0, 0.0, "one XLA CPU worker")
+    if samples_per_update >= MAX_SAMPLES:
+        return default, Choice(DEFAULT, {}, 0, 0.0, f"{samples_per_update} samples per update")
     start = timer()
     run(default, 1)  # pays the first call's one-off costs
     began = timer()

@@ -69,6 +69,7 @@ def test_timed_chunks_never_exceed_the_chunk_limit():
         (dict(platform="gpu"), "not a CPU"),
         (dict(process_count=2), "several processes"),
         (dict(workers=1), "one XLA CPU worker"),
+        (dict(samples_per_update=program_choice.MAX_SAMPLES), "samples per update"),
     ],
 )
 def test_no_second_compile_where_the_choice_cannot_matter(kwargs, reason):
