@@ -8,7 +8,6 @@ called on the session thread.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import math
 import queue
 import threading
@@ -19,8 +18,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from types import MappingProxyType
 
-from rltui.session.backend import NonFiniteState, TrainingBackend
-from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore, checkpoint_metadata, checkpoint_update
+from rltui.session.backend import TrainingBackend
+from rltui.session.checkpoint_steps import CheckpointFailure, CheckpointSteps
+from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore
 from rltui.session.commands import (
     CloneMember,
     Command,
@@ -34,6 +34,7 @@ from rltui.session.commands import (
 )
 from rltui.session.distributed import BoundarySync, LocalSync
 from rltui.session.evaluation import EvalResult, EvaluationPolicy, Evaluator
+from rltui.session.evaluation_steps import EvaluationSteps
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.interface import ParamsSnapshot
 from rltui.session.metrics import TRAINER_METRICS, MetricsSnapshot, MetricsStore, UpdateRecord, load_run_history
@@ -65,20 +66,12 @@ class ListenerFailed(Exception):
     """A listener raised (anything, SystemExit included): the session ends in the ERROR state."""
 
 
-@dataclasses.dataclass(frozen=True)
-class CheckpointFailure:
-    """Why the latest checkpoint could not be written, and what is on disk instead."""
-
-    reason: str  # e.g. "No space left on device"
-    on_disk: str  # e.g. "the latest checkpoint on disk is checkpoint-000000097.msgpack (update 97)"
-
-
 def validate_changes(changes: dict[str, object]) -> dict[str, float]:
     """Check a hyperparameter edit; raise HParamError naming the first bad field."""
     return check_changes(changes)
 
 
-class TrainingSession(PopulationSteering, ParamsService):
+class TrainingSession(CheckpointSteps, EvaluationSteps, PopulationSteering, ParamsService):
     # The run lives in this process: when its client leaves, the run must stop.
     outlives_client = False
 
@@ -273,23 +266,6 @@ class TrainingSession(PopulationSteering, ParamsService):
         self._event("error", self.error, checkpoint=saved, traceback="".join(traceback.format_exception(cause))[-4000:])
         self._set_state(SessionState.ERROR, self.error)
 
-    def _save_after_error(self) -> str:
-        """Try to checkpoint the state after the last update that completed (the backend
-        replaces its state only when a chunk returns); says what happened, for the error event."""
-        if self._checkpoints is None:
-            return "checkpoints are off"
-        if self._sync.distributed:
-            return "no checkpoint: the other processes of the run take no part in it after an error"
-        if self.nonfinite or self._updates_done <= self._last_save[0]:
-            return "no newer state to save"
-        try:
-            self._save("error")
-        except BaseException as err:  # noqa: BLE001 - the error itself must still be reported
-            return f"checkpoint failed ({describe_exception(err)})"
-        if self.checkpoint_failure is not None:
-            return f"checkpoint failed ({self.checkpoint_failure.reason}); {self.checkpoint_failure.on_disk}"
-        return f"saved {self.last_checkpoint.name}" if self.last_checkpoint else "saved"
-
     def _log_notices(self) -> None:
         while self._notices:
             self._event("warning", self._notices.popleft())
@@ -333,172 +309,6 @@ class TrainingSession(PopulationSteering, ParamsService):
                 self._population_boundary()
             if self._sync.agree(self._checkpoint_due()):
                 self._save("periodic")
-
-
-
-
-
-    # --- evaluation --------------------------------------------------------------------------
-    def _prepare_evaluation(self) -> None:
-        if not self._evaluation.enabled:
-            return
-        if self._sync.distributed:
-            self._evaluation = EvaluationPolicy()
-            self._event("warning", "evaluation during training is off in a multi-process run")
-            return
-        self._evaluator.compile()
-        if self._checkpoints is not None and hasattr(self._checkpoints, "best_score"):
-            try:
-                self.best_eval_return = self._checkpoints.best_score()
-            except (OSError, ValueError) as err:
-                self._event("warning", f"{err}; the next evaluation's policy replaces it")
-
-    def _evaluate_if_due(self, update: int) -> EvalResult | None:
-        if not self._evaluation.enabled or update % self._evaluation.every_updates:
-            return None
-        return self._evaluator.evaluate(update)
-
-    def _after_evaluation(self, result: EvalResult) -> bool:
-        """Keep the policy as the best if it is; True when the run's target is reached."""
-        best = self.best_eval_return
-        if math.isfinite(result.mean) and (best is None or result.mean > best):
-            self._save_best(result)
-        if self._evaluation.reached(result.mean):
-            self.target_reached = True
-            self._event(
-                "target_reached",
-                f"evaluation return {result.mean:.4g} reached stop_at_eval_return "
-                f"{self._evaluation.stop_at_return:g}: stopping",
-                eval_return=result.mean,
-                target=self._evaluation.stop_at_return,
-            )
-            return True
-        return False
-
-    def _save_best(self, result: EvalResult) -> None:
-        if self._checkpoints is None or not hasattr(self._checkpoints, "save_best"):
-            return
-        metadata = self._metadata("best")
-        metadata["eval_return"] = result.mean
-        metadata["eval_return_std"] = result.std
-        try:
-            data = self.backend.encode_checkpoint(metadata)
-            path = self._checkpoints.save_best(data, result.mean)
-        except NonFiniteState:
-            return
-        except OSError as err:
-            self._event("warning", f"best checkpoint of update {self._updates_done} failed ({err.strerror or err})")
-            return
-        if path is None:  # another process has written a better one since
-            return
-        previous = self.best_eval_return
-        self.best_eval_return = result.mean
-        than = "" if previous is None else f" (previous best {previous:.4g})"
-        self._event("best", f"saved {path.name}: evaluation return {result.mean:.4g}{than}", path=str(path),
-                    eval_return=result.mean, previous=previous)
-
-    # --- checkpoints -----------------------------------------------------------------------
-    def _checkpoint_due(self) -> bool:
-        if self._checkpoints is None:
-            return False
-        update, when = self._last_save
-        by_count = self._policy.every_updates > 0 and self._updates_done - update >= self._policy.every_updates
-        by_time = self._policy.every_minutes > 0 and self._clock() - when >= self._policy.every_minutes * 60
-        return by_count or by_time
-
-    def _save(self, reason: str) -> None:
-        if self._checkpoints is None:
-            self._event("warning", "checkpoints are off for this session")
-            return
-        if self.nonfinite:
-            # Losses or gradients went non-finite: even finite params may be ruined.
-            self._event("warning", "checkpoint refused: training diverged; earlier checkpoints kept")
-            return
-        metadata = self._metadata(reason)
-        try:
-            data = self.backend.encode_checkpoint(metadata)
-        except NonFiniteState:
-            self._event("warning", "checkpoint skipped: the training state is not finite; earlier checkpoints kept")
-            return
-        try:
-            path = self._checkpoints.save(data, self._updates_done)
-        except OSError as err:
-            self.checkpoint_failure = CheckpointFailure(reason=err.strerror or str(err), on_disk=self._on_disk())
-            self._event(
-                "warning",
-                f"checkpoint of update {self._updates_done} failed ({self.checkpoint_failure.reason}); "
-                f"{self.checkpoint_failure.on_disk}",
-            )
-            return
-        self.checkpoint_failure = None
-        self._last_save = (self._updates_done, self._clock())
-        if path is None:  # a peer process of a multi-process run: process 0 wrote the file
-            return
-        self.last_checkpoint = path
-        self._event("checkpoint", f"saved {path.name} ({reason})", path=str(path), reason=reason)
-
-    def _metadata(self, reason: str) -> dict:
-        metadata = self._base_metadata(reason)
-        if self.population is not None:
-            metadata["population"] = self.population.to_metadata()
-        return metadata
-
-    def _base_metadata(self, reason: str) -> dict:
-        return checkpoint_metadata(
-            run=self._run_metadata,
-            backend=self.backend.describe(),
-            hparams=self._hparams.as_floats(),
-            update=self._updates_done,
-            env_steps=self.env_steps,
-            elapsed=self._elapsed(),
-            edits=self._edits,
-            reason=reason,
-        )
-
-    def _on_disk(self) -> str:
-        """What a failed save leaves: the latest checkpoint actually on disk, or none."""
-        try:
-            latest = self._checkpoints.latest()
-        except OSError as err:
-            return f"the checkpoint directory cannot be read ({err.strerror or err})"
-        if latest is None:
-            return "no checkpoint on disk"
-        update = checkpoint_update(latest)
-        return f"the latest checkpoint on disk is {latest.name}" + ("" if update is None else f" (update {update})")
-
-    def _restore(self, data: bytes, verb: str) -> None:
-        before = self._updates_done
-        metadata = self.backend.restore_checkpoint(data)
-        self._params_version += 1
-        self._updates_done = int(metadata["update"])
-        self._edits = list(metadata.get("edits", []))
-        if self.population is not None and "population" in metadata:
-            self.population.restore(metadata["population"])
-        if verb == "resumed":
-            self._t0 = self._clock() - float(metadata.get("elapsed", 0.0))
-            message = f"resumed from update {self._updates_done}"
-        else:
-            # The updates after the checkpoint are no longer this agent's history: the curves
-            # go on from the checkpoint (the run files keep them aside, see RunRecorder).
-            self._store.drop_after(self.env_steps)
-            message = f"rolled back from update {before} to the checkpoint of update {self._updates_done}"
-        self._event(verb, message, update=self._updates_done, env_steps=self.env_steps)
-
-    def _rollback(self) -> None:
-        if self._sync.distributed:  # only process 0 has the files; the processes would part ways
-            self._event("warning", "rollback is not available in a multi-process run")
-            return
-        path = self._checkpoints.latest() if self._checkpoints is not None else None
-        if path is None:
-            self._event("warning", "no checkpoint to roll back to")
-            return
-        try:
-            self._restore(path.read_bytes(), "rolled back")
-        except (OSError, ValueError) as err:
-            self._event("warning", f"rollback failed: {err}")
-            return
-        self.nonfinite = False
-        self._publish()  # the new position, shown at once even while paused
 
     def _next_chunk_size(self, count: int, seconds: float) -> int:
         """Size chunks from measured time so that one takes about `chunk_seconds`; grow at

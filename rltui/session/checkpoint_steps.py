@@ -1,0 +1,143 @@
+"""The session's checkpoints (`TrainingSession`'s share of them): when one is due, saving
+with what a failure leaves on disk, the metadata beside the arrays, restoring (resume and
+rollback), and the save after an error.
+
+A mixin of `TrainingSession`: it runs on the session thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rltui.session.backend import NonFiniteState
+from rltui.session.checkpoints import checkpoint_metadata, checkpoint_update
+from rltui.session.params_service import describe_exception
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointFailure:
+    """Why the latest checkpoint could not be written, and what is on disk instead."""
+
+    reason: str  # e.g. "No space left on device"
+    on_disk: str  # e.g. "the latest checkpoint on disk is checkpoint-000000097.msgpack (update 97)"
+
+
+class CheckpointSteps:
+    def _save_after_error(self) -> str:
+        """Try to checkpoint the state after the last update that completed (the backend
+        replaces its state only when a chunk returns); says what happened, for the error event."""
+        if self._checkpoints is None:
+            return "checkpoints are off"
+        if self._sync.distributed:
+            return "no checkpoint: the other processes of the run take no part in it after an error"
+        if self.nonfinite or self._updates_done <= self._last_save[0]:
+            return "no newer state to save"
+        try:
+            self._save("error")
+        except BaseException as err:  # noqa: BLE001 - the error itself must still be reported
+            return f"checkpoint failed ({describe_exception(err)})"
+        if self.checkpoint_failure is not None:
+            return f"checkpoint failed ({self.checkpoint_failure.reason}); {self.checkpoint_failure.on_disk}"
+        return f"saved {self.last_checkpoint.name}" if self.last_checkpoint else "saved"
+
+    def _checkpoint_due(self) -> bool:
+        if self._checkpoints is None:
+            return False
+        update, when = self._last_save
+        by_count = self._policy.every_updates > 0 and self._updates_done - update >= self._policy.every_updates
+        by_time = self._policy.every_minutes > 0 and self._clock() - when >= self._policy.every_minutes * 60
+        return by_count or by_time
+
+    def _save(self, reason: str) -> None:
+        if self._checkpoints is None:
+            self._event("warning", "checkpoints are off for this session")
+            return
+        if self.nonfinite:
+            # Losses or gradients went non-finite: even finite params may be ruined.
+            self._event("warning", "checkpoint refused: training diverged; earlier checkpoints kept")
+            return
+        metadata = self._metadata(reason)
+        try:
+            data = self.backend.encode_checkpoint(metadata)
+        except NonFiniteState:
+            self._event("warning", "checkpoint skipped: the training state is not finite; earlier checkpoints kept")
+            return
+        try:
+            path = self._checkpoints.save(data, self._updates_done)
+        except OSError as err:
+            self.checkpoint_failure = CheckpointFailure(reason=err.strerror or str(err), on_disk=self._on_disk())
+            self._event(
+                "warning",
+                f"checkpoint of update {self._updates_done} failed ({self.checkpoint_failure.reason}); "
+                f"{self.checkpoint_failure.on_disk}",
+            )
+            return
+        self.checkpoint_failure = None
+        self._last_save = (self._updates_done, self._clock())
+        if path is None:  # a peer process of a multi-process run: process 0 wrote the file
+            return
+        self.last_checkpoint = path
+        self._event("checkpoint", f"saved {path.name} ({reason})", path=str(path), reason=reason)
+
+    def _metadata(self, reason: str) -> dict:
+        metadata = self._base_metadata(reason)
+        if self.population is not None:
+            metadata["population"] = self.population.to_metadata()
+        return metadata
+
+    def _base_metadata(self, reason: str) -> dict:
+        return checkpoint_metadata(
+            run=self._run_metadata,
+            backend=self.backend.describe(),
+            hparams=self._hparams.as_floats(),
+            update=self._updates_done,
+            env_steps=self.env_steps,
+            elapsed=self._elapsed(),
+            edits=self._edits,
+            reason=reason,
+        )
+
+    def _on_disk(self) -> str:
+        """What a failed save leaves: the latest checkpoint actually on disk, or none."""
+        try:
+            latest = self._checkpoints.latest()
+        except OSError as err:
+            return f"the checkpoint directory cannot be read ({err.strerror or err})"
+        if latest is None:
+            return "no checkpoint on disk"
+        update = checkpoint_update(latest)
+        return f"the latest checkpoint on disk is {latest.name}" + ("" if update is None else f" (update {update})")
+
+    def _restore(self, data: bytes, verb: str) -> None:
+        before = self._updates_done
+        metadata = self.backend.restore_checkpoint(data)
+        self._params_version += 1
+        self._updates_done = int(metadata["update"])
+        self._edits = list(metadata.get("edits", []))
+        if self.population is not None and "population" in metadata:
+            self.population.restore(metadata["population"])
+        if verb == "resumed":
+            self._t0 = self._clock() - float(metadata.get("elapsed", 0.0))
+            message = f"resumed from update {self._updates_done}"
+        else:
+            # The updates after the checkpoint are no longer this agent's history: the curves
+            # go on from the checkpoint (the run files keep them aside, see RunRecorder).
+            self._store.drop_after(self.env_steps)
+            message = f"rolled back from update {before} to the checkpoint of update {self._updates_done}"
+        self._event(verb, message, update=self._updates_done, env_steps=self.env_steps)
+
+    def _rollback(self) -> None:
+        if self._sync.distributed:  # only process 0 has the files; the processes would part ways
+            self._event("warning", "rollback is not available in a multi-process run")
+            return
+        path = self._checkpoints.latest() if self._checkpoints is not None else None
+        if path is None:
+            self._event("warning", "no checkpoint to roll back to")
+            return
+        try:
+            self._restore(path.read_bytes(), "rolled back")
+        except (OSError, ValueError) as err:
+            self._event("warning", f"rollback failed: {err}")
+            return
+        self.nonfinite = False
+        self._publish()  # the new position, shown at once even while paused
