@@ -128,6 +128,8 @@ RUN_KEYS: tuple[Key, ...] = (
 KEYS: dict[str, Key] = {key.name: key for key in (*TRAINER_KEYS, *RUN_KEYS) if key.config}
 # Keys a resumed run may change: nothing that alters shapes, the program or the RNG stream.
 RESUMABLE_KEYS = frozenset(name for name, key in KEYS.items() if key.can_resume_with_change)
+# The keys that shape a population: they mean nothing to a run without a sweep.
+POPULATION_KEYS = tuple(name for name in KEYS if name.startswith(("sweep", "pbt_")))
 # The allowed values of every integer key (and of hidden_sizes' widths).
 INT_RANGES: dict[str, IntRange] = {
     name: key.rule if isinstance(key.rule, IntRange) else IntRange(key.rule.low, key.rule.high)
@@ -388,6 +390,10 @@ def _check_population(config: RunConfig) -> None:
 
     sweep = plan_sweep(config)
     members = len(sweep.members) if sweep is not None else 1
+    if sweep is not None and members == 1:
+        values = " ".join(f"--set {sweep.label(0).replace(' ', ' --set ')}".split())
+        raise ConfigError(f"sweep: a population needs at least 2 members, this sweep gives one; for one value use "
+                          f"{values}")
     for key in config.pbt_keys:
         if not KEYS[key].reads(config.algo):
             raise ConfigError(f"pbt_keys: algo = {config.algo} does not read {key}")

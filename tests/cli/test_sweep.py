@@ -163,6 +163,9 @@ BAD_SWEEPS = [
                  id="not-read-by-algo"),
     pytest.param(["--sweep", "lr=[]"], "lr: the sweep's list is empty; give one value or more, like [0.00025]",
                  id="empty-list"),
+    pytest.param(["--sweep", "lr=[1e-4]", "--sweep", "ent_coef=[0]"],
+                 "sweep: a population needs at least 2 members, this sweep gives one; for one value use "
+                 "--set lr=0.0001 --set ent_coef=0", id="one-member"),
     pytest.param(["--sweep", "lr=[1e-4,1e-4]"], "lr: 0.0001 appears twice in the sweep's list", id="repeated"),
     pytest.param(["--sweep", "lr=normal(1e-4,1e-2)", "--sweep-size", "4"],
                  "lr: unknown distribution 'normal'; expected loguniform(lo, hi), uniform(lo, hi) or choice(a, b, ...)",

@@ -10,7 +10,7 @@ from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Label, Static
 
-from rltui.config import KEYS, RunConfig
+from rltui.config import KEYS, POPULATION_KEYS, RunConfig
 from rltui.ui.format import fmt_value
 from trainers.hparams import ALGO_HPARAMS
 
@@ -44,7 +44,7 @@ class HParamsPanel(VerticalScroll):
         lines = [
             f"{key:<{width}} {_static_value(getattr(self.config, key))}"
             for key, info in KEYS.items()
-            if not info.live and info.reads(self.config.algo)
+            if not info.live and info.reads(self.config.algo) and (self.config.sweep or key not in POPULATION_KEYS)
         ]
         yield Static("\n".join(lines), id="hp-static", markup=False)
 
