@@ -257,13 +257,35 @@ def action_space_of(space: Any, origin: str) -> ActionSpace:
     )
 
 
+class RestartState(NamedTuple):
+    """The state of an env rltui resets: the env's own state, and the state (with its
+    observation) the env restarts from when an episode ends. `env_state` is the name
+    gymnax's wrappers give the state they wrap, so renderers find the env's own inside."""
+
+    env_state: Any
+    restart_obs: Any  # as the policy sees it (flattened to obs_shape)
+    restart_state: Any
+
+
+class RestartKey(NamedTuple):
+    """A rollout's step input: restart from the state's `restart_state` where the episode
+    ends (drawn once per rollout, see `ImportedEnv.draw_restart`) instead of from a reset
+    drawn for this step."""
+
+    key: Any
+
+
 class ImportedEnv:
     """An author's env as the trainers step it: float32 observations (a pytree of them
     flattened and joined into one vector), actions in the env's own shape, boolean
     terminated/truncated flags, and an automatic reset at the end of an episode with the
     last observation in `info["final_observation"]` (truncations are bootstrapped from it).
-    An env whose step returns `final_observation` already resets itself; any other is
-    reset here, from a split of the step's key."""
+    An env whose step returns `final_observation` already resets itself. Any other is reset
+    here, and its state is a `RestartState`: a rollout draws one restart state per env
+    before its time loop (`draw_restart`) and steps with `RestartKey`s, so an ended episode
+    restarts from it and the env's reset runs once per env and rollout, not on every step.
+    Stepped with a plain key (evaluation, check-env, watching), it restarts from a reset
+    drawn from a split of the step's key."""
 
     def __init__(self, env: Any, action: ActionSpace, obs_shape: tuple[int, ...], resets_itself: bool):
         self._env = env
@@ -275,6 +297,10 @@ class ImportedEnv:
         if name.startswith("__") or name == "_env":
             raise AttributeError(name)
         return getattr(self._env, name)
+
+    @property
+    def resets_itself(self) -> bool:
+        return self._resets_itself
 
     def observation_space(self, params) -> Any:
         import numpy as np
@@ -290,7 +316,16 @@ class ImportedEnv:
 
     def reset(self, key, params=None):
         obs, state = self._env.reset(key, params)
-        return self._obs(obs), state
+        obs = self._obs(obs)
+        if self._resets_itself:
+            return obs, state
+        # Until a rollout draws one, an ended episode restarts from the episode's first state.
+        return obs, RestartState(state, obs, state)
+
+    def draw_restart(self, key, state: RestartState, params=None) -> RestartState:
+        """`state` with a fresh restart state, reset from `key`."""
+        obs, fresh = self._env.reset(key, params)
+        return RestartState(state.env_state, self._obs(obs), fresh)
 
     def step(self, key, state, action, params=None):
         import jax
@@ -298,10 +333,12 @@ class ImportedEnv:
 
         if not self._action.discrete:
             action = jnp.reshape(action, self._action.shape)
-        step_key = key
-        if not self._resets_itself:
-            step_key, reset_key = jax.random.split(key)
-        obs, next_state, reward, terminated, truncated, info = self._env.step(step_key, state, action, params)
+        cached = isinstance(key, RestartKey)
+        step_key = key.key if cached else key
+        if not (self._resets_itself or cached):
+            step_key, reset_key = jax.random.split(step_key)
+        inner = state if self._resets_itself else state.env_state
+        obs, next_state, reward, terminated, truncated, info = self._env.step(step_key, inner, action, params)
         terminated = jnp.asarray(terminated).astype(bool)
         truncated = jnp.asarray(truncated).astype(bool)
         info = dict(info) if isinstance(info, Mapping) else {}
@@ -310,10 +347,15 @@ class ImportedEnv:
             obs = self._obs(obs)
         else:
             final = self._obs(obs)
-            reset_obs, reset_state = self._env.reset(reset_key, params)
+            if cached:
+                reset_obs, reset_state = state.restart_obs, state.restart_state
+            else:
+                reset_obs, reset_state = self._env.reset(reset_key, params)
+                reset_obs = self._obs(reset_obs)
             done = terminated | truncated
             next_state = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), reset_state, next_state)
-            obs = jax.lax.select(done, self._obs(reset_obs), final)
+            obs = jax.lax.select(done, reset_obs, final)
+            next_state = RestartState(next_state, state.restart_obs, state.restart_state)
         info.update(terminated=terminated, truncated=truncated, final_observation=final)
         return obs, next_state, jnp.asarray(reward, jnp.float32).reshape(()), terminated, truncated, info
 

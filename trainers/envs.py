@@ -49,6 +49,11 @@ class EnvSpec:
     # key -> `presampled_reset.StepDraw`: a step's randomness, drawn before the rollout's
     # time loop and passed to `env.step` in place of its key. None: plain keys.
     draw_step: Any = None
+    # (env_state, keys) -> env_state, batched over envs: each env's restart state drawn
+    # afresh from its key, once per rollout before its steps, which then pass
+    # `env_import.RestartKey`s (an env rltui resets, see `env_import.ImportedEnv`). None: the
+    # env's step resets it by itself, from its key or its `draw_step`.
+    draw_restarts: Any = None
 
     @property
     def obs_size(self) -> int:
@@ -122,7 +127,20 @@ def _make_imported(env_id: str) -> EnvSpec:
     adapted = env_import.adapt(env_import.load(env_id))
     env = LogWrapper(FlattenObservationWrapper(adapted.env))
     action = adapted.action
+    draw_restarts = None
+    if not adapted.env.resets_itself:
+        draw_restarts = functools.partial(_draw_restarts, imported=adapted.env, params=adapted.params)
     return EnvSpec(
         env_id, env, adapted.params, adapted.obs_shape, action.discrete, action.num_actions,
-        action.low, action.high, adapted.draw_step,
+        action.low, action.high, adapted.draw_step, draw_restarts,
     )
+
+
+def _draw_restarts(env_state, keys, *, imported, params):
+    """`EnvSpec.draw_restarts` for an imported env under `_make_imported`'s wrappers:
+    LogWrapper keeps the imported env's `RestartState` as `env_state` (the flattening
+    wrapper keeps no state of its own)."""
+    import jax
+
+    draw = jax.vmap(imported.draw_restart, in_axes=(0, 0, None))
+    return env_state.replace(env_state=draw(keys, env_state.env_state, params))
