@@ -36,7 +36,6 @@ class Build:
 
 DEFAULT = Build("concurrency-optimised", {})
 ALTERNATIVE = Build("memory-optimised", {SCHEDULER_OPTION: "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"})
-BUILDS = (DEFAULT, ALTERNATIVE)
 
 # The size of XLA's CPU worker pool, set by whoever started the backend and knows it
 # (`rltui.runtime.start_backend`); None: not known, so the choice is timed.
@@ -62,7 +61,7 @@ class Choice:
     per_update: dict[str, float]
     # Updates in each timed chunk (0 when skipped).
     probe_updates: int
-    # Start-up time the choice added: the second compile plus the timed chunks.
+    # Start-up time the choice added: the second compile and every chunk it ran.
     extra_seconds: float
     # Why the default was kept without timing, or "" when both were timed.
     skipped: str
