@@ -55,11 +55,11 @@ print(json.dumps(dict(rltui_cli=t[1] - t[0], jax=t[2] - t[1], backend_start=t[3]
 """
 
 
-def run_rltui(cache: Path, sets: list[str]) -> dict:
+def run_rltui(cache: Path, runs: Path, sets: list[str]) -> dict:
     # imported here, so that the reference's process imports nothing of rltui's
     from rltui.config import build_config, load_toml
 
-    run_dir = Path(tempfile.mkdtemp(prefix="tts-run-")) / "run"
+    run_dir = Path(tempfile.mkdtemp(dir=runs)) / "run"
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     command = ["rltui", "launch", "--no-ui", "--run-dir", str(run_dir), *(a for s in sets for a in ("--set", s))]
     start = time.time()
@@ -140,13 +140,20 @@ def main() -> None:
     probe = json.loads(subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                                       check=True).stdout.splitlines()[-1])
     print("start-up, from a probe process (s): " + ", ".join(f"{k} {v:.2f}" for k, v in probe.items()))
-    cache = Path(tempfile.mkdtemp(prefix="tts-cache-"))
+    with tempfile.TemporaryDirectory(prefix="rltui-time-to-solve-") as scratch:
+        measure_pairs(args, Path(scratch))
+
+
+def measure_pairs(args, scratch: Path) -> None:
+    """The pairs, with rltui's compile cache and run directories under `scratch`."""
+    cache, runs = scratch / "cache", scratch / "runs"
+    runs.mkdir()
     phases = ("total", "start_up", "compile", "training", "teardown")
     print(f"| run | {' | '.join(phases)} | return (last 10 updates) |")
     print("|---" * (len(phases) + 2) + "|")
     for pair in range(args.pairs):
         label = "cold" if pair == 0 else "warm"
-        ours = run_rltui(cache, args.set)
+        ours = run_rltui(cache, runs, args.set)
         config = ours.pop("config")
         if tuple(config["hidden_sizes"]) != (64, 64) or config["algo"] != "ppo" or config["network"] != "mlp":
             print(f"note: the reference is PPO with [64, 64] MLP towers; this run has {config['algo']} "
