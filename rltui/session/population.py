@@ -309,8 +309,8 @@ class Population:
         out = []
         for target in bottom:
             source = int(top[rng.integers(len(top))])
-            if not math.isfinite(self.score(source)):
-                continue  # nothing finished an episode yet: nothing to exploit
+            if not self.score(source) > self.score(target):
+                continue  # nothing better to exploit (no episode finished yet, or a tie at the top)
             values = {k: fit_value(k, self._values[source][k] * float(rng.choice(self.pbt.perturb))) for k in keys}
             out.append(self._replace(target, source, values))
         for m in range(self.num_members):

@@ -96,10 +96,11 @@ def test_freeze_edit_and_clone_reach_the_chosen_members_only(tmp_path):
 
 
 def test_pbt_replaces_the_worst_with_perturbed_clones_and_records_the_lineage(tmp_path):
-    pbt = PBTPolicy(every_updates=2, fraction=0.34, perturb=(0.5, 2.0), seed=3)
-    session, events = run_population(tmp_path, 6, pbt=pbt)
+    pbt = PBTPolicy(every_updates=4, fraction=0.34, perturb=(0.5, 2.0), seed=3)
+    session, events = run_population(tmp_path, 12, pbt=pbt, lrs=(1e-5, 1e-3, 3e-2))
     steps = [line for line in read_jsonl(tmp_path / "population.jsonl") if line["action"] == "pbt"]
-    assert [s["update"] for s in steps] and all(s["update"] % 2 == 0 for s in steps)
+    # Members start alike (same seeds), so an early step may find nothing better to exploit.
+    assert [s["update"] for s in steps] and all(s["update"] % 4 == 0 for s in steps)
     for step in steps:
         (change,) = step["replacements"]
         assert change["target"] != change["source"]

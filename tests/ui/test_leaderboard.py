@@ -123,6 +123,10 @@ async def test_rows_show_each_member_sorted_by_latest(tmp_path):
         # The chart overlays members, and says so.
         assert "6 members" in str(app.dashboard.chart.border_title)
         assert app.dashboard.chart.unit == "member"
+        # The hyperparameters panel does not show one member's lr as if it were the run's.
+        shown = str(app.dashboard.hparams_panel.query_one("#hp-dynamic").render())
+        lr_line = next(line for line in shown.splitlines() if line.startswith("lr"))
+        assert lr_line.split(None, 1)[1] == "per member"
 
 
 def fmt(value: float) -> str:

@@ -180,6 +180,7 @@ class DashboardScreen(Screen):
         self.query_one(MetricsPanel).show(snapshot.history)
         self.chart.show(snapshot.history_env_steps, snapshot.history, snapshot.seed_returns)
         self.hparams_panel.values = snapshot.hparams
+        self.hparams_panel.per_member = snapshot.population.keys if snapshot.population is not None else ()
 
     def show_state(self, state: SessionState, message: str | None, pending: str | None) -> None:
         self.status.show_state(state, message, pending)

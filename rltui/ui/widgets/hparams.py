@@ -29,6 +29,8 @@ class HParamsPanel(VerticalScroll):
     # Compared by content: every snapshot carries the values, they rarely change.
     values: reactive[Mapping[str, float]] = reactive(dict)
     pending: reactive[Mapping[str, float]] = reactive(dict)
+    # A population: the keys whose values differ between members (shown in the leaderboard).
+    per_member: reactive[tuple[str, ...]] = reactive(tuple)
 
     def __init__(self, config: RunConfig, **kwargs):
         super().__init__(**kwargs)
@@ -58,13 +60,17 @@ class HParamsPanel(VerticalScroll):
     def watch_pending(self) -> None:
         self._show()
 
+    def watch_per_member(self) -> None:
+        self._show()
+
     def _show(self) -> None:
         if not self.is_mounted:
             return
         width = max(len(k) for k in self.fields)
         lines = []
         for name in self.fields:
-            line = f"{name:<{width}} {fmt_value(self.values.get(name))}"
+            value = "per member" if name in self.per_member else fmt_value(self.values.get(name))
+            line = f"{name:<{width}} {value}"
             if name in self.pending and self.pending[name] != self.values.get(name):
                 line += f" → {fmt_value(self.pending[name])} (next chunk)"
             lines.append(line)
