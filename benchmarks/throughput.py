@@ -29,7 +29,7 @@ of its own, run A-B-A (session, reference, session: drift in machine load over t
 falls on both sides alike). Per process: env steps per second (median of --repeats), CPU
 seconds per million env steps (getrusage: every thread of the process, user and system),
 peak resident memory (the process's high-water mark, compile included) and compile time
-(the session's build: init, compile and the choice of program; the reference's jit compile).
+(the session's build: init and compile; the reference's jit compile).
 The session's figures are the mean of its two processes; the ratio is session / reference in
 env steps per second, and the CPU ratio the reference's CPU time per env step over the
 session's (the figure that load moves least: on a shared machine the wall-clock ratio can
@@ -278,8 +278,8 @@ def table(args) -> None:
 def print_table(rows: list[tuple[int, dict[str, list[dict]]]]) -> None:
     """The markdown table: per env count, the results of the session's two processes and the reference's one."""
     print("\n| envs | session SPS | reference SPS | ratio (A-B-A) | CPU s / 1M steps (session, ref) | CPU ratio "
-          "| peak RSS MiB (session, ref) | compile s (session, ref) | session program |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| peak RSS MiB (session, ref) | compile s (session, ref) |")
+    print("|---|---|---|---|---|---|---|---|")
     for num_envs, results in rows:
         a, b = results["session"], results["reference"][0]
         mean = lambda key: sum(r[key] for r in a) / len(a)
@@ -288,7 +288,7 @@ def print_table(rows: list[tuple[int, dict[str, list[dict]]]]) -> None:
               f"{mean('sps') / b['sps']:.2f} ({ratios}) | {mean('cpu_per_million'):.2f}, {b['cpu_per_million']:.2f} "
               f"| {b['cpu_per_million'] / mean('cpu_per_million'):.2f} "
               f"| {mean('peak_rss_mib'):,.0f}, {b['peak_rss_mib']:,.0f} | {mean('compile_seconds'):.1f}, "
-              f"{b['compile_seconds']:.1f} | {a[0].get('program', '')} |")
+              f"{b['compile_seconds']:.1f} |")
 
 
 def cpu_seconds() -> float:
@@ -373,9 +373,6 @@ def measure_one(args) -> None:
     result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if args.measure == "session":
         result["compile_seconds"] = backend.build_seconds[0]
-        choice = backend._parallel.choice
-        result["program"] = choice.build.name + (f" ({choice.skipped})" if choice.skipped else "")
-        result["choice_seconds"] = choice.extra_seconds
     result["updates"] = updates
     print("RESULT " + json.dumps(result), flush=True)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from trainers import program_choice
 from trainers.envs import OBS_SIZES
 
 # Below this many multiply-adds per minibatch step (forward pass, policy and value nets
@@ -85,9 +84,7 @@ def start_backend(cpu_threads: int) -> int:
                     os.sched_setaffinity(int(tid), allowed)
                 except OSError:  # the thread has just exited
                     pass
-    workers = cpu_threads if narrowed else len(allowed) if allowed else os.cpu_count() or 1
-    program_choice.cpu_workers = workers
-    return workers
+    return cpu_threads if narrowed else len(allowed) if allowed else os.cpu_count() or 1
 
 
 def _affinity() -> set[int] | None:

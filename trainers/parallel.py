@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
-from trainers import checkpoint, program_choice
+from trainers import checkpoint
 from trainers.algos import make_trainer
 from trainers.base import AXIS, OnPolicyTrainer
 from trainers.hparams import DynamicHParams, StaticConfig
@@ -73,10 +73,6 @@ class DataParallel:
             self._run_chunk = jax.pmap(
                 run_chunk, axis_name=AXIS, in_axes=(0, None, None), donate_argnums=(0,), devices=self.devices
             )
-        # The compiled chunk `compile` chose, and what choosing it found; until then (or
-        # without `compile`) chunks go through the pmapped function, which compiles on first use.
-        self._program = None
-        self.choice: program_choice.Choice | None = None
         # pmap's inputs and outputs are this process's slices only.
         self.local_count = sum(d.process_index == jax.process_index() for d in self.devices)
         self._device_index = np.arange(self.local_count)
@@ -112,16 +108,7 @@ class DataParallel:
         the device axis, so device 0's are everyone's. Fetching them is the chunk's one host
         sync; slicing on the host avoids a dispatch per metric. A population also takes
         `active` (one bool per agent; None: all)."""
-        args = self._chunk_args(state, hp, active, num_updates)
-        if self._program is None:
-            state, metrics = self._run_chunk(*args)
-        else:
-            try:
-                state, metrics = self._program(*args)
-            except TypeError:
-                # Arguments of other types than those compiled for (checked before anything
-                # runs or is donated): the pmapped function compiles for them, as without `compile`.
-                state, metrics = self._run_chunk(*args)
+        state, metrics = self._run_chunk(*self._chunk_args(state, hp, active, num_updates))
         return state, jax.tree.map(lambda x: np.asarray(x)[0], jax.device_get(metrics))
 
     def _chunk_args(self, state, hp, active, num_updates: int) -> tuple:
@@ -142,32 +129,8 @@ class DataParallel:
         return np.ones(self.num_agents, bool) if active is None else np.asarray(active, bool)
 
     def compile(self, state: TrainState, hp: DynamicHParams) -> None:
-        """Compile the chunk program ahead of the first call, so the caller can time it. On a
-        CPU this also builds it with XLA's other instruction schedule, times a short chunk of
-        each on a copy of `state` (which is left as it was) and keeps the faster for every
-        later chunk (`trainers.program_choice`; what it found is `self.choice`). Compiling
-        again is a no-op: the program is fixed by the trainer's static config."""
-        if self._program is not None:
-            return
-        lowered = self._run_chunk.lower(*self._chunk_args(state, hp, None, 1))
-        scratch = []
-
-        def run(program, num_updates: int) -> None:
-            # Chunks donate their input state: the probes run on a copy, each on the last one's output.
-            probe_state = scratch.pop() if scratch else jax.tree.map(lambda x: x.copy(), state)
-            probe_state, metrics = program(*self._chunk_args(probe_state, hp, None, num_updates))
-            jax.block_until_ready(metrics)
-            scratch.append(probe_state)
-
-        self._program, self.choice = program_choice.choose(
-            lambda build: lowered.compile(compiler_options=build.options or None),
-            run,
-            max_updates=self.trainer.static.max_chunk_updates,
-            platform=self.devices[0].platform,
-            process_count=jax.process_count(),
-            workers=program_choice.cpu_workers,
-            samples_per_update=self.trainer.static.steps_per_update * self.num_agents,
-        )
+        """Compile the chunk program ahead of the first call, so the caller can time it."""
+        self._run_chunk.lower(*self._chunk_args(state, hp, None, 1)).compile()
 
     def put(self, stacked, like):
         """Place host arrays with a leading device axis onto the devices, one slice each,
