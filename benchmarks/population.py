@@ -5,7 +5,7 @@ launch` sizes it, and peak memory measured alone), A-B-A: one member, then the p
 then one member again, so the ratio compares neighbours in time on a shared machine.
 
   total SPS     env steps per second over every agent (members x seeds x envs)
-  per env-step  total SPS / (agents x num_envs): the cost of one env step of one agent
+  per agent     total SPS / agents
   peak RSS      the process's peak resident memory (compile included)
   estimate      rltui.population.memory's estimate for the population (what launch checks)
 
@@ -63,7 +63,7 @@ def measure(num_envs: int, members: int, updates: int, repeats: int) -> dict:
     sps = steps / statistics.median(seconds)
     return {
         "envs": num_envs, "members": members, "agents": static.num_agents, "threads": threads,
-        "total_sps": sps, "per_env_step_sps": sps / static.num_agents,
+        "total_sps": sps, "per_agent_sps": sps / static.num_agents,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "estimate_mib": static.num_agents * estimate_agent_bytes(static, make_env(static.env_id)) / 2**20,
     }
@@ -89,17 +89,17 @@ def main() -> None:
         envs, members = map(int, args.child.split(":"))
         print(json.dumps(measure(envs, members, args.updates, args.repeats)))
         return
-    print(f"{'envs':>5} {'members':>7} {'threads':>7} {'total SPS':>12} {'per env-step':>13} {'peak RSS':>10} "
+    print(f"{'envs':>5} {'members':>7} {'threads':>7} {'total SPS':>12} {'per agent':>13} {'peak RSS':>10} "
           f"{'estimate':>9}")
     for pair in args.pairs:
         envs, _, members = map(int, pair.split(":"))
         a1, b, a2 = run_child(envs, 1, args), run_child(envs, members, args), run_child(envs, 1, args)
         for row in (a1, b, a2):
             print(f"{row['envs']:>5} {row['members']:>7} {row['threads']:>7} {row['total_sps']:>12,.0f} "
-                  f"{row['per_env_step_sps']:>13,.0f} {row['peak_rss_mib']:>8,.0f}Mi {row['estimate_mib']:>7,.1f}Mi")
+                  f"{row['per_agent_sps']:>13,.0f} {row['peak_rss_mib']:>8,.0f}Mi {row['estimate_mib']:>7,.1f}Mi")
         one = statistics.mean([a1["total_sps"], a2["total_sps"]])
-        print(f"  {members} members x {envs} envs: total SPS {b['total_sps'] / one:.2f}x one member's; per env-step "
-              f"{b['per_env_step_sps'] / one:.2f}x")
+        print(f"  {members} members x {envs} envs: {b['total_sps'] / one:.2f}x one member's env steps per second "
+              f"(each agent at {b['per_agent_sps'] / one:.2f}x)")
 
 
 if __name__ == "__main__":

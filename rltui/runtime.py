@@ -49,7 +49,7 @@ def resolve_cpu_threads(config, multi_process: bool = False) -> int:
         return config.cpu_threads
     if multi_process or config.devices > 1 or config.network != "mlp":
         return 0
-    samples = config.num_envs * config.num_steps * config.num_seeds
+    samples = config.num_envs * config.num_steps * config.static_config().num_agents  # every seed and member
     if config.algo == "ppo":
         samples //= config.num_minibatches
     widths = (OBS_SIZES[config.env], *config.hidden_sizes)
