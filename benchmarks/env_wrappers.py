@@ -1,9 +1,10 @@
 """The cost of rltui's suite adapters: env steps per second of one env of each installed
 suite at 64 envs, stepped by the suite's own API in a bare `jax.lax.scan` (random actions,
-the suite's own reset) and through rltui's wrapped env (adapter, reset, flattening,
-episode statistics), and their ratio.
+the suite's own reset) and through rltui's wrapped env as a rollout steps it (adapter,
+reset, flattening, episode statistics; the steps split into rollouts of `--rollout-steps`,
+each drawing its restart states first), and their ratio.
 
-    python benchmarks/env_wrappers.py [--steps 1000] [--repeats 3] [--suites navix,brax]
+    python benchmarks/env_wrappers.py [--steps 1000] [--repeats 3] [--rollout-steps 128] [--suites navix,brax]
 """
 
 from __future__ import annotations
@@ -99,27 +100,54 @@ def random_actions(key, discrete: bool, num_actions: int):
     return jax.random.uniform(key, (64, num_actions), minval=-1.0, maxval=1.0)
 
 
-def wrapped(env_id: str):
+def wrapped(env_id: str, rollout_steps: int):
+    """rltui's wrapped env, stepped as `trainers.rollout` steps it: each rollout's step
+    inputs (keys, the rollout's restart draws) made before its time loop."""
     from trainers.envs import make_env
+    from trainers.rollout import restart_inputs, step_envs
 
     spec = make_env(env_id)
 
     def init(key):
         return jax.vmap(spec.env.reset, in_axes=(0, None))(jax.random.split(key, 64), spec.params)[1]
 
-    def step(state, key):
-        keys = jax.random.split(key, 65)
-        action = random_actions(keys[0], spec.discrete, spec.num_actions)
-        return jax.vmap(spec.env.step, in_axes=(0, 0, 0, None))(keys[1:], state, action, spec.params)[1]
+    def one_rollout(state, key, length):
+        action_key, step_key, restart_key = jax.random.split(key, 3)
+        inputs = jax.random.split(step_key, (length, 64))
+        if spec.draw_step is not None:
+            inputs = jax.vmap(jax.vmap(spec.draw_step))(inputs)
+        if spec.draw_restarts is not None:
+            inputs = restart_inputs(inputs, jax.random.split(restart_key, 64))
 
-    return init, step, spec.num_actions
+        def body(state, xs):
+            k, step_input = xs
+            action = random_actions(k, spec.discrete, spec.num_actions)
+            return step_envs(spec, state, action, step_input)[1], None
+
+        return jax.lax.scan(body, state, (jax.random.split(action_key, length), inputs))[0]
+
+    def run_steps(state, key, steps):
+        full, rest = divmod(steps, rollout_steps)
+        keys = jax.random.split(key, full + 1)
+        if full:
+            state = jax.lax.scan(lambda s, k: (one_rollout(s, k, rollout_steps), None), state, keys[1:])[0]
+        return one_rollout(state, keys[0], rest) if rest else state
+
+    return init, run_steps, spec.num_actions
 
 
-def steps_per_second(init, step, steps: int, repeats: int) -> float:
+def scanned(step):
+    """`run_steps` of a loop given by its one-step function."""
+
+    def run_steps(state, key, steps):
+        return jax.lax.scan(lambda s, k: (step(s, k), None), state, jax.random.split(key, steps))[0]
+
+    return run_steps
+
+
+def steps_per_second(init, run_steps, steps: int, repeats: int) -> float:
     def run(key):
-        state = init(key)
-        state, _ = jax.lax.scan(lambda s, k: (step(s, k), None), state, jax.random.split(key, steps))
-        return state
+        return run_steps(init(key), key, steps)
 
     run = jax.jit(run)
     jax.block_until_ready(run(jax.random.PRNGKey(0)))  # compile
@@ -135,6 +163,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rollout-steps", type=int, default=128, help="steps per rollout (rltui's num_steps)")
     parser.add_argument("--suites", default=",".join(ENVS), help="comma-separated suites to run (default: all)")
     args = parser.parse_args()
     unknown = sorted(set(args.suites.split(",")) - set(ENVS))
@@ -146,10 +175,10 @@ def main() -> None:
         if importlib.util.find_spec(suite) is None:
             print(f'{env_id:<38} not installed (pip install "rltui[{suite}]")')
             continue
-        w_init, w_step, n = wrapped(env_id)
-        bare = BARE[suite](n)
-        b = steps_per_second(*bare, args.steps, args.repeats)
-        w = steps_per_second(w_init, w_step, args.steps, args.repeats)
+        w_init, w_run, n = wrapped(env_id, args.rollout_steps)
+        b_init, b_step = BARE[suite](n)
+        b = steps_per_second(b_init, scanned(b_step), args.steps, args.repeats)
+        w = steps_per_second(w_init, w_run, args.steps, args.repeats)
         print(f"{env_id:<38} {b:>14,.0f} {w:>14,.0f} {b / w:>6.2f}")
 
 
