@@ -272,6 +272,10 @@ class DashboardApp(App[None]):
             # Applied now: shown now, not at the next snapshot (none comes while paused).
             panel.values = {**panel.values, **changes}
             panel.pending = dict(self.pending_edits)
+        elif event.kind == "population" and event.data.get("action") in ("pbt", "clone"):
+            # Where a member took over another's agent: marked on the chart as an edit is.
+            self.dashboard.chart.add_edit(event.update * self.config.steps_per_update)
+            self._flush_chart_unless_running()
         elif event.kind == "nonfinite":
             self.notify(
                 f"{event.message}. Lower lr (e), roll back to the last checkpoint (r) and resume (p).",

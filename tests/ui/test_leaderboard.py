@@ -298,3 +298,19 @@ def test_leaderboard_120x40(snap_compare, tmp_path):
 def test_leaderboard_80x24(snap_compare, tmp_path):
     app, run_before = population_dashboard(tmp_path)
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+async def test_pbt_and_clone_steps_are_marked_on_the_chart(tmp_path):
+    fake = PopulationFake()
+    app = make_app(tmp_path, fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(app, pilot, fake)
+        chart = app.dashboard.chart
+        before = list(chart.edit_steps)
+        fake.on_thread(fake.event, "population", "member 5 <- member 2 (lr=0.0008)", action="pbt",
+                       replacements=[{"target": 5, "source": 2}])
+        fake.on_thread(fake.event, "population", "froze member 4", action="freeze", members=[4])
+        await until(pilot, lambda: len(chart.edit_steps) > len(before))
+        await pilot.pause()
+        assert chart.edit_steps[len(before):] == [40 * RunConfig(sweep=SWEEP).steps_per_update]  # the freeze is not
+
