@@ -134,28 +134,10 @@ def main() -> None:
         host_share = []  # per session run: fraction of its wall time outside run_chunk
 
         def session_seconds() -> tuple[float, float]:
-            marks = {}
-
-            class Clock:
-                def on_state(self, state, message):
-                    pass
-
-                def on_metrics(self, snapshot):
-                    pass
-
-                def on_event(self, event):
-                    if event.kind in ("compiled", "finished"):
-                        marks[event.kind] = (time.perf_counter(), time.process_time())
-
-            session = TrainingSession(backend, hp, updates)
-            session.add_listener(Clock())
             backend.inside = 0.0
-            session.start()
-            session.join()
-            assert session.error is None, session.error
-            (wall0, cpu0), (wall1, cpu1) = marks["compiled"], marks["finished"]
-            host_share.append(1.0 - backend.inside / (wall1 - wall0))
-            return wall1 - wall0, cpu1 - cpu0
+            wall, cpu = run_session(TrainingSession(backend, hp, updates), time.process_time)
+            host_share.append(1.0 - backend.inside / wall)
+            return wall, cpu
 
         # (b) one jitted scan over all updates
         trainer = make_trainer(static, len(devices))
@@ -291,6 +273,30 @@ def print_table(rows: list[tuple[int, dict[str, list[dict]]]]) -> None:
               f"{b['compile_seconds']:.1f} |")
 
 
+def run_session(session, cpu_clock) -> tuple[float, float]:
+    """Run `session` to its end; the (wall, CPU) seconds from its `compiled` event to its
+    `finished` event: training alone, compile excluded."""
+    marks = {}
+
+    class Clock:
+        def on_state(self, state, message):
+            pass
+
+        def on_metrics(self, snapshot):
+            pass
+
+        def on_event(self, event):
+            if event.kind in ("compiled", "finished"):
+                marks[event.kind] = (time.perf_counter(), cpu_clock())
+
+    session.add_listener(Clock())
+    session.start()
+    session.join()
+    assert session.error is None, session.error
+    (wall0, cpu0), (wall1, cpu1) = marks["compiled"], marks["finished"]
+    return wall1 - wall0, cpu1 - cpu0
+
+
 def cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -333,26 +339,7 @@ def measure_one(args) -> None:
         backend = Backend(static, seed=0, devices=jax.local_devices()[:1])
 
         def run() -> tuple[float, float]:
-            marks = {}
-
-            class Clock:
-                def on_state(self, state, message):
-                    pass
-
-                def on_metrics(self, snapshot):
-                    pass
-
-                def on_event(self, event):
-                    if event.kind in ("compiled", "finished"):
-                        marks[event.kind] = (time.perf_counter(), cpu_seconds())
-
-            session = TrainingSession(backend, hp, updates)
-            session.add_listener(Clock())
-            session.start()
-            session.join()
-            assert session.error is None, session.error
-            (wall0, cpu0), (wall1, cpu1) = marks["compiled"], marks["finished"]
-            return wall1 - wall0, cpu1 - cpu0
+            return run_session(TrainingSession(backend, hp, updates), cpu_seconds)
     else:
         started = time.perf_counter()
         spec = make_env("CartPole-v1")

@@ -62,6 +62,20 @@ def wait_for_socket(run_dir: Path, procs: list[subprocess.Popen]) -> Path:
     raise AssertionError("process 0 never started training")
 
 
+def stopped(client, procs: list[subprocess.Popen]) -> list[tuple[int, str]]:
+    """After a stop sent on `client`: wait for the run to finish, then each process's (exit code, stderr)."""
+    client.until(lambda m: m["type"] == "state" and m["state"] == "finished")
+    client.close()
+    return [finish(proc, 120) for proc in procs]
+
+
+def kill_all(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def one(pattern: str, text: str) -> str:
     found = re.findall(pattern, text)
     assert len(found) == 1, (pattern, text[-3000:])
@@ -82,14 +96,9 @@ def test_two_processes_train_one_run_and_obey_process_0s_socket(tmp_path):
         client.send({"type": "command", "id": 3, "command": "resume"})
         client.until(lambda m: m["type"] == "event" and m["kind"] == "resumed")
         client.send({"type": "command", "id": 4, "command": "stop"})
-        client.until(lambda m: m["type"] == "state" and m["state"] == "finished")
-        client.close()
-        (code0, err0), (code1, err1) = finish(procs[0], 120), finish(procs[1], 120)
+        (code0, err0), (code1, err1) = stopped(client, procs)
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        kill_all(procs)
     assert code0 == 0, err0[-3000:]
     assert code1 == 0, err1[-3000:]
     # The edit, the pause and the stop took effect on the same update in both processes.
@@ -120,14 +129,9 @@ def test_a_population_trains_over_two_processes_alike_pbt_and_member_commands_in
         client.until(lambda m: m["type"] == "event" and m["kind"] == "population" and m["data"]["action"] == "clone")
         client.until(lambda m: m["type"] == "event" and m["kind"] == "population" and m["data"]["action"] == "pbt")
         client.send({"type": "command", "id": 3, "command": "stop"})
-        client.until(lambda m: m["type"] == "state" and m["state"] == "finished")
-        client.close()
-        (code0, err0), (code1, err1) = finish(procs[0], 120), finish(procs[1], 120)
+        (code0, err0), (code1, err1) = stopped(client, procs)
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        kill_all(procs)
     assert code0 == 0, err0[-3000:]
     assert code1 == 0, err1[-3000:]
     # Every change to the population happened on the same update, alike, in both processes.
@@ -146,9 +150,7 @@ def test_a_missing_peer_is_reported_within_the_timeout(tmp_path):
     try:
         code, err = finish(proc, 90)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_all([proc])
     assert code == ExitCode.PEER_LOST, err[-3000:]
     assert time.monotonic() - started < 90
     last = err.strip().splitlines()[-1]
