@@ -125,6 +125,8 @@ class CheckpointSteps:
             self._store.drop_after(self.env_steps)
             message = f"rolled back from update {before} to the checkpoint of update {self._updates_done}"
         self._event(verb, message, update=self._updates_done, env_steps=self.env_steps)
+        if self.population is not None:  # population.jsonl goes on from the checkpoint's table
+            self._population_event(verb.replace(" ", "_"), message)
 
     def _rollback(self) -> None:
         if self._sync.distributed:  # only process 0 has the files; the processes would part ways

@@ -13,7 +13,7 @@ import pytest
 from rltui.session import TrainingSession
 from rltui.session.backend import JaxBackend
 from rltui.session.checkpoints import CheckpointStore
-from rltui.session.commands import CloneMember, FreezeMembers, SetHParams
+from rltui.session.commands import CloneMember, FreezeMembers, Rollback, SaveCheckpoint, SetHParams
 from rltui.session.controller import SessionListener
 from rltui.session.events import SessionState
 from rltui.session.population import MemberState, PBTPolicy, Population
@@ -41,8 +41,8 @@ class Events(SessionListener):
         return [e for e in self.events if e.kind == kind]
 
 
-def run_population(tmp_path, total, *, commands=(), pbt=PBTPolicy(), resume=None, lrs=LRS):
-    population = Population(BASE, [{"lr": lr} for lr in lrs], num_seeds=1, pbt=pbt)
+def run_population(tmp_path, total, *, commands=(), pbt=None, resume=None, lrs=LRS):
+    population = Population(BASE, [{"lr": lr} for lr in lrs], num_seeds=1, pbt=pbt or PBTPolicy())
     backend = JaxBackend(STATIC, 0, jax.local_devices()[:1])
     session = TrainingSession(backend, BASE, total, chunk_seconds=0.01, population=population, resume=resume,
                               checkpoints=CheckpointStore.for_run(tmp_path))
@@ -156,3 +156,16 @@ def test_edits_to_members_are_refused_in_one_event_when_bad(tmp_path):
     assert "edit refused: member 7: expected a member index from 0 to 2" in warnings
     assert "clonemember refused: member 0: cannot clone a member into itself" in warnings
     assert SetHParams({"lr": 1e-3}).members is None  # an edit without members reaches every member
+
+
+def test_a_rollback_restores_the_members_values_and_lineage(tmp_path):
+    session, events = run_population(tmp_path, 2, commands=[SaveCheckpoint(), CloneMember(0, (2,), factor=2.0),
+                                                            Rollback()])
+    population = session.population
+    assert population.values(2)["lr"] == pytest.approx(LRS[2])  # the clone undone
+    assert population.view().members[2].parent is None
+    actions = [line["action"] for line in read_jsonl(tmp_path / "population.jsonl")]
+    assert actions == ["start", "clone", "rolled_back"]
+    last = read_jsonl(tmp_path / "population.jsonl")[-1]
+    assert last["table"][2]["values"]["lr"] == pytest.approx(LRS[2]) and last["table"][2]["parent"] is None
+
