@@ -96,7 +96,8 @@ class DataParallel:
         decompositions) has been seen to stall the 2-core CPU client, and init runs once."""
         if self.num_agents == 1:
             return self._init(self._device_index, key, hp)
-        agent_hp = (lambda i: jax.tree.map(lambda x: x[i], hp)) if self.num_members > 1 else (lambda i: hp)
+        # A population's values per agent; scalars (a template for a checkpoint) serve every agent.
+        agent_hp = lambda i: jax.tree.map(lambda x: x[i] if np.ndim(x) else x, hp)
         agents = [jax.block_until_ready(self._init(self._device_index, k, agent_hp(i))) for i, k in enumerate(key)]
         return self._stack_seeds(agents)
 

@@ -223,6 +223,18 @@ def test_info_shows_each_members_values_state_parent_and_returns(population_run)
     assert not math.isnan(max(latest))
 
 
+def test_eval_reports_every_member_of_a_population(population_run):
+    work, run = population_run
+    result = rltui(["eval", run, "--episodes", "4"], work, cache=work / "cache", timeout=300)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    members = [line for line in lines if line.strip().startswith("member ")]
+    assert len(members) == 2
+    for m, line in enumerate(members):
+        assert line.strip().startswith(f"member {m} (lr=") and "mean " in line
+    assert lines[-1].startswith("mean ")  # every agent together
+
+
 def test_info_of_a_single_run_has_no_population(tmp_path):
     from rltui.inspect_checkpoint import population_record
 
