@@ -119,8 +119,9 @@ def acting_template(config, parallel):
         return jax.tree.map(lambda x: x[0], (state.params, state.obs_stats))
 
     acting = jax.eval_shape(init_one, jax.random.PRNGKey(0))
-    if config.num_seeds > 1:
-        acting = jax.tree.map(lambda x: jax.ShapeDtypeStruct((config.num_seeds, *x.shape), x.dtype), acting)
+    agents = config.static_config().num_agents  # every seed of every member
+    if agents > 1:
+        acting = jax.tree.map(lambda x: jax.ShapeDtypeStruct((agents, *x.shape), x.dtype), acting)
     return acting
 
 
@@ -204,7 +205,10 @@ class Player:
         self.trainer = trainer = parallel.trainer
         self.spec = trainer.spec
         self.env_id = config.env
-        self.num_seeds = config.num_seeds
+        # The agents `next_seed` cycles through: each seed of each member (member-major).
+        self.num_agents = trainer.static.num_agents
+        self.seeds_per_member = config.num_seeds
+        self.num_members = trainer.static.num_members
         self.first_seed = config.seed
         self.greedy = greedy
         self.seed = seed
@@ -273,7 +277,7 @@ class Player:
         """`steps` steps from one state, each one's outputs and the state after it."""
         import jax
 
-        acting = acting_all if self.num_seeds == 1 else jax.tree.map(lambda x: x[seed_index], acting_all)
+        acting = acting_all if self.num_agents == 1 else jax.tree.map(lambda x: x[seed_index], acting_all)
 
         def one(carry, _):
             env_state, obs, hidden, key = carry
@@ -351,11 +355,14 @@ class Player:
 
     @property
     def seed_label(self) -> str:
-        return f"seed {self.first_seed + self.seed_index}" + (f" ({self.seed_index + 1} of {self.num_seeds})"
-                                                              if self.num_seeds > 1 else "")
+        member, seed = divmod(self.seed_index, self.seeds_per_member)
+        label = f"seed {self.first_seed + seed}"
+        if self.num_members > 1:
+            label = f"member {member}" + (f", {label}" if self.seeds_per_member > 1 else "")
+        return label + (f" ({self.seed_index + 1} of {self.num_agents})" if self.num_agents > 1 else "")
 
     def next_seed(self) -> None:
-        self.seed_index = (self.seed_index + 1) % self.num_seeds
+        self.seed_index = (self.seed_index + 1) % self.num_agents
         self.new_episode()
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from rltui.config import build_config
+from rltui.launch import make_population
 from rltui.session import Pause, SessionState
 from rltui.session.controller import TrainingSession
 from rltui.session.interface import ParamsSnapshot, ParamsUnavailable
@@ -318,3 +319,33 @@ async def test_watch_view_says_why_when_the_run_has_no_parameters(tiny, tmp_path
             await until(pilot, lambda: app.screen is app.dashboard)
 
     await main()
+
+
+async def test_the_live_view_of_a_population_plays_each_member_s_agents(tmp_path):
+    """A population's parameters have an agent axis (members x seeds): the view plays agent
+    0, and `s` goes on to the next agent, labelled by member and seed."""
+    import jax
+
+    from rltui.ui.screens.watch import WatchScreen
+    from trainers.parallel import build
+
+    config = build_config({**TINY, "num_seeds": 2, "sweep": {"lr": [1e-3, 3e-3]}}, use_preset=False)
+    parallel = build(config.static_config(), jax.local_devices()[:1])
+    population = make_population(config, config.dynamic_hparams())
+    state = parallel.init(parallel.seed_keys(config.seed), population.trainer_hparams())
+    fake = FakeSession(total_updates=100)
+    fake.acting = jax.tree.map(lambda x: np.array(np.asarray(x)[0]), (state.params, state.obs_stats))
+    app = dashboard(fake, config, tmp_path)
+    async with app.run_test(size=(110, 32)) as pilot:
+        await until(pilot, lambda: fake.started)
+        await pilot.press(WATCH_KEY)
+        await until(pilot, lambda: isinstance(app.screen, WatchScreen))
+        screen = app.screen
+        await until(pilot, lambda: screen.shown >= 2 or screen.failed, SLOW)
+        assert screen.failed is None
+        info = lambda: str(screen.query_one("#watch-info").render())
+        assert "member 0, seed 0 (1 of 4)" in info()
+        await pilot.press("s")
+        await until(pilot, lambda: "member 0, seed 1 (2 of 4)" in info(), SLOW)
+        await pilot.press("s")
+        await until(pilot, lambda: "member 1, seed 0 (3 of 4)" in info(), SLOW)

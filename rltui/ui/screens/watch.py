@@ -308,11 +308,11 @@ class WatchScreen(Screen):
     def action_next_seed(self) -> None:
         if self.player is None:
             return
-        if self.player.num_seeds > 1:
+        if self.player.num_agents > 1:
             self._seed_asked = True
             self._wake_play.set()
         else:
-            self.notify("this run trained one seed", timeout=2)
+            self.notify("this run trained one agent", timeout=2)
 
     def action_faster(self) -> None:
         self.speed_index = min(len(SPEEDS) - 1, self.speed_index + 1)
