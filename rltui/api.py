@@ -34,7 +34,7 @@ class TrainResult:
     state: str  # the session's final state: "finished" or "error"
     updates: int
     env_steps: int
-    params: Any  # the final network parameters (a pytree of NumPy arrays; a leading seed axis if num_seeds > 1)
+    params: Any  # the final network parameters (NumPy arrays; a leading agent axis with several seeds or members)
     metrics: tuple[Mapping[str, float], ...]  # one mapping per update: "update", "env_steps", then each metric
     latest_return: float | None  # mean return of the last update in which an episode ended
     error: str | None = None
@@ -95,7 +95,10 @@ def train(
         check_devices(config, len(devices))
         if not is_builtin(config.env):
             preflight(config.static_config().env_id, config.network)
-    except (ConfigError, ValueError) as err:
+        from rltui.launch import check_agents_fit
+
+        check_agents_fit(config, devices)
+    except (ConfigError, UsageError, ValueError) as err:
         raise ApiError(str(err)) from None
 
     from rltui.launch import build_session, start_control_server

@@ -196,12 +196,7 @@ def launch(args, spec=None) -> int:
             from rltui.check_env import preflight
 
             preflight(config.static_config().env_id, config.network)
-        if config.static_config().num_agents > 1:  # many agents: refused before compiling if they cannot fit
-            from rltui.population.memory import check_population_fits
-            from trainers.envs import make_env
-
-            static = config.static_config()
-            check_population_fits(static, make_env(static.env_id), devices)
+        check_agents_fit(config, devices)
     except (ConfigError, UsageError, ValueError) as err:
         code = _error(str(err))
         if spec is not None:
@@ -384,6 +379,17 @@ def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume
     if loggers is not None:
         session.add_listener(loggers)  # after the recorder: metrics.jsonl is written first
     return session, recorder
+
+
+def check_agents_fit(config: RunConfig, devices: list) -> None:
+    """Many agents (seeds, members) are refused before compiling, in one line, when their
+    estimated memory exceeds what the devices have free (UsageError)."""
+    static = config.static_config()
+    if static.num_agents > 1:
+        from rltui.population.memory import check_population_fits
+        from trainers.envs import make_env
+
+        check_population_fits(static, make_env(static.env_id), devices)
 
 
 def make_population(config: RunConfig, base):
