@@ -1,12 +1,15 @@
-"""Re-run the tuned presets' results table: each env's preset, N seeds trained at once in one
-program (`num_seeds`), and the return each seed ends at.
+"""Re-run the results table of docs/presets.md: each env's settings (its preset, else its
+family's), N seeds trained at once in one program (`num_seeds`), and the return each seed ends at.
 
-    python benchmarks/returns.py                      # every env with a preset, 3 seeds
+    python benchmarks/returns.py                      # the whole table, 3 seeds: about 50 minutes on 2 cores
     python benchmarks/returns.py Acrobot-v1 --seeds 5 --set total_timesteps=1e6
+    python benchmarks/returns.py --random Catch-bsuite   # a random policy only, no training
 
+The default runs every env with a preset and every env whose family records a result.
 "Eval" is the final policy's mean return over 32 greedy episodes (`--episodes`), as `rltui
 eval` runs it; "train" is the mean episode return over the last 10 updates of training, as
-the dashboard and metrics.jsonl show it (sampled actions). Each seed's line on stderr also
+the dashboard and metrics.jsonl show it (sampled actions); "random" is a uniformly random
+policy on the same 32 episodes. Each seed's line on stderr also
 gives "sampled": the final policy over 164 episodes with sampled actions
 (`--sampled-episodes`), which is how gymnax-blines measured the reference returns
 (`rltui eval --sample`). Wall time is for all seeds together, compile included. Not part of
@@ -73,37 +76,90 @@ def evaluate_seeds(parallel, state, config, episodes: int = 32, greedy: bool = T
     return [float(r) for r in np.asarray(run(acting)).mean(axis=1)]
 
 
+def evaluate_random(spec, episodes: int = 32) -> float:
+    """A uniformly random policy's mean return on the episodes `evaluate_seeds` runs (the same
+    start states): below it, training has learned nothing."""
+    import jax
+    import jax.numpy as jnp
+
+    from trainers.evaluate import evaluate
+    from trainers.networks import PolicyOutputs
+
+    low, high = (-1.0, 1.0) if spec.discrete else (spec.action_low, spec.action_high)
+
+    def draw(_params, key, _obs):
+        # The hidden state carries each env's PRNG key. Evaluated greedily, the argmax of iid
+        # uniform logits is a uniform discrete action, and a continuous draw is the action.
+        key, draw_key = jax.random.split(key)
+        sample = jax.random.uniform(draw_key, (spec.num_actions,), jnp.float32, low, high)
+        return key, PolicyOutputs(sample, jnp.zeros(()), jnp.zeros(()))
+
+    keys = jax.random.split(jax.random.PRNGKey(EVAL_SEED + 1), episodes)
+    run = jax.jit(lambda: evaluate(None, jax.random.PRNGKey(EVAL_SEED), spec=spec, step_fn=draw,
+                                   initial_hidden=keys, episodes=episodes, greedy=True))
+    return float(run().mean())
+
+
+def figure(value: float) -> str:
+    """A return as the table gives it: one decimal, two below 10 (bsuite's returns are
+    fractions of 1)."""
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def measured_envs(algo: str) -> list[str]:
+    """The results table's envs: every env with a preset, then every env measured on its
+    family's settings alone (a family `result` record), in trainers/envs.py's order."""
+    from rltui import presets
+    from trainers.envs import SUPPORTED_ENVS
+
+    family_measured = [env for env in SUPPORTED_ENVS
+                       if not presets.has_preset(algo, env) and presets.result(algo, env) is not None]
+    return [*presets.presets(algo), *family_measured]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("envs", nargs="*", help="envs to run (default: every env with a ppo preset)")
+    parser.add_argument("envs", nargs="*", help="envs to run (default: every env in the results table)")
     parser.add_argument("--algo", default="ppo")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--episodes", type=int, default=32, help="greedy evaluation episodes per seed (default 32)")
     parser.add_argument("--sampled-episodes", type=int, default=164,
                         help="evaluation episodes with sampled actions per seed, as the reference (default 164)")
+    parser.add_argument("--random", action="store_true",
+                        help="only a uniformly random policy's return on the evaluation episodes (no training)")
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
     args = parser.parse_args(argv)
 
     from rltui import presets
     from rltui.config import build_config, parse_overrides
+    from trainers.envs import make_env
 
-    envs = args.envs or [env for env in presets.presets(args.algo)]
+    envs = args.envs or measured_envs(args.algo)
     overrides = parse_overrides(args.overrides)
-    print("| env | steps | wall time here | eval: mean over seeds | eval: worst seed | train: mean | reference |")
-    print("|---|---|---|---|---|---|---|")
+    if args.random:
+        print("| env | random policy |")
+        print("|---|---|")
+        for env in envs:
+            print(f"| {env} | {figure(evaluate_random(make_env(env), args.episodes))} |", flush=True)
+        return
+    print("| env | steps | wall time here | eval: mean over seeds | eval: worst seed | train: mean | random "
+          "| reference |")
+    print("|---|---|---|---|---|---|---|---|")
     for env in envs:
         config = build_config({}, {"env": env, "algo": args.algo, "num_seeds": args.seeds, **overrides})
         parallel, state, final, seconds = train(config)
         evals = evaluate_seeds(parallel, state, config, args.episodes)
         sampled = evaluate_seeds(parallel, state, config, args.sampled_episodes, greedy=False)
+        random = evaluate_random(parallel.trainer.spec, args.episodes)
         result = presets.result(args.algo, env)
-        reference = f"{result.reference:g}" if result else "-"
+        reference = f"{result.reference:g}" if result and result.reference is not None else "-"
         steps = config.total_updates * config.steps_per_update
-        print(f"| {env} | {steps / 1e6:.1f}M | {seconds:.0f} s ({args.seeds} seeds) | {sum(evals) / len(evals):.1f} "
-              f"| {min(evals):.1f} | {sum(final) / len(final):.1f} | {reference} |", flush=True)
+        cells = [f"{steps / 1e6:.1f}M", f"{seconds:.0f} s ({args.seeds} seeds)", figure(sum(evals) / len(evals)),
+                 figure(min(evals)), figure(sum(final) / len(final)), figure(random), reference]
+        print(f"| {env} | {' | '.join(cells)} |", flush=True)
         print(
-            f"  per seed: eval {', '.join(f'{v:.1f}' for v in evals)}; sampled {', '.join(f'{v:.1f}' for v in sampled)}"
-            f" (mean {sum(sampled) / len(sampled):.1f}); train {', '.join(f'{v:.1f}' for v in final)}",
+            f"  per seed: eval {', '.join(map(figure, evals))}; sampled {', '.join(map(figure, sampled))}"
+            f" (mean {figure(sum(sampled) / len(sampled))}); train {', '.join(map(figure, final))}",
             file=sys.stderr,
             flush=True,
         )

@@ -44,7 +44,7 @@ def toml_presets(monkeypatch):
 
 
 def test_a_minatar_game_without_a_preset_trains_on_the_minatar_settings(tmp_path):
-    config = config_for("Asterix-MinAtar")
+    config = config_for("Freeway-MinAtar")
     assert (config.num_envs, config.num_steps, config.num_minibatches) == (64, 128, 8)
     assert config.lr == pytest.approx(5e-3) and config.anneal_lr is True
     assert config.activation == "relu" and config.hidden_sizes == (64, 64)
@@ -103,6 +103,8 @@ MEASURED_WITH = {
                                      normalize_rewards=False, noise_hold=32, total_timesteps=1_000_000),
     "Breakout-MinAtar": dict(num_envs=64, num_steps=128, num_minibatches=8, lr=5e-3, anneal_lr=True, gamma=0.99,
                              ent_coef=0.03, activation="relu", hidden_sizes=(64, 64), total_timesteps=10_000_000),
+    "Asterix-MinAtar": dict(num_envs=64, num_steps=128, num_minibatches=8, lr=5e-3, anneal_lr=True, gamma=0.99,
+                            ent_coef=0.01, activation="relu", hidden_sizes=(64, 64), total_timesteps=20_000_000),
     "SpaceInvaders-MinAtar": dict(num_envs=64, num_steps=128, num_minibatches=8, lr=5e-3, anneal_lr=True, gamma=0.99,
                                   ent_coef=0.01, activation="relu", hidden_sizes=(64, 64),
                                   total_timesteps=10_000_000),
@@ -125,7 +127,7 @@ def test_no_preset_skips_the_family_and_the_preset():
 
 
 def test_config_file_and_set_beat_the_family():
-    config = build_config({"env": "Asterix-MinAtar", "num_envs": 16}, parse_overrides(["lr=1e-4"]))
+    config = build_config({"env": "Freeway-MinAtar", "num_envs": 16}, parse_overrides(["lr=1e-4"]))
     assert config.num_envs == 16 and config.lr == pytest.approx(1e-4)
     assert config.total_timesteps == 10_000_000  # untouched keys still come from the family
 
@@ -164,8 +166,8 @@ def test_envs_listing_names_each_envs_family(capsys):
 
     assert main(["envs"]) == 0
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
-    assert "minatar" in rows["Asterix-MinAtar"].split()
-    assert "minatar family defaults" in rows["Asterix-MinAtar"]
+    assert "minatar" in rows["Freeway-MinAtar"].split()
+    assert "minatar family defaults" in rows["Freeway-MinAtar"]
     assert "continuous family defaults" in rows["Reacher-misc"]
     assert "bsuite family defaults" in rows["Catch-bsuite"]
     assert "minatar" in rows["Breakout-MinAtar"].split() and "preset: return" in rows["Breakout-MinAtar"]
@@ -203,6 +205,8 @@ def test_family_results_are_on_the_presets_page():
             steps, wall, mean, worst = (cell.strip() for cell in rows[env][3:7])
             assert (steps, wall, float(mean), float(worst)) == (
                 f"{result.steps / 1e6:.1f}M", f"{result.wall_seconds:g} s", result.mean, result.min), env
+        if result is not None and result.random is not None:
+            assert float(rows[env][8]) == pytest.approx(result.random), env  # the "random" column
 
 
 def test_envs_summary_without_a_reference_or_against_a_random_policy():
@@ -212,3 +216,38 @@ def test_envs_summary_without_a_reference_or_against_a_random_policy():
     assert _preset_summary(False, unreferenced, "misc").endswith("in 0.5M steps (no published reference)")
     no_better = presets.PresetResult(mean=0.1, min=0.0, seeds=3, steps=500_000, wall_seconds=20, random=0.2)
     assert _preset_summary(False, no_better, "misc").endswith("(no better than a random policy, 0.2)")
+
+
+def returns_benchmark():
+    """benchmarks/returns.py as a module (benchmarks/ is no package)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "returns.py"
+    spec = importlib.util.spec_from_file_location("returns_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_returns_benchmark_by_default_reruns_every_row_of_the_results_table():
+    measured = {env for env in SUPPORTED_ENVS if presets.result("ppo", env) is not None}
+    assert measured <= set(returns_benchmark().measured_envs("ppo"))
+    assert set(presets.presets("ppo")) <= set(returns_benchmark().measured_envs("ppo"))
+
+
+def test_a_random_policy_on_catch_misses_most_balls():
+    from trainers.envs import make_env
+
+    # A paddle moved at random catches a ball falling from a random column now and then:
+    # the return (+1 caught, -1 missed) is well below a trained policy's 1.
+    random = returns_benchmark().evaluate_random(make_env("Catch-bsuite"), episodes=64)
+    assert -1.0 <= random <= 0.2
+
+
+def test_a_random_policy_on_pendulum_acts_within_the_action_bounds():
+    from trainers.envs import make_env
+
+    # Pendulum's cost grows with the torque: a uniform draw within [-2, 2] costs far more
+    # than a trained policy and no more than the worst torques every step.
+    random = returns_benchmark().evaluate_random(make_env("Pendulum-v1"), episodes=16)
+    assert -1900.0 < random < -600.0
