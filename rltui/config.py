@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import functools
 import os
 import sys
@@ -46,6 +45,7 @@ from trainers.keys import (
     Names,
     Number,
     Table,
+    closest,
     quote,
 )
 
@@ -319,9 +319,9 @@ def _known_key(key: str, value: Any) -> str:
     if key not in KEYS:
         if isinstance(value, dict):
             raise ConfigError(f"{_show_key(key)}: tables are not supported; keys are flat (e.g. lr = 3e-4)")
-        close = difflib.get_close_matches(key, list(KEYS), n=1, cutoff=0.6) if len(key) <= QUOTE_LIMIT else []
+        close = closest(key, KEYS)
         if close:
-            raise ConfigError(f"{_show_key(key)}: unknown key; did you mean {close[0]}? (`rltui launch --help` "
+            raise ConfigError(f"{_show_key(key)}: unknown key; did you mean {close}? (`rltui launch --help` "
                               "lists every key)")
         raise ConfigError(f"{_show_key(key)}: unknown key; known keys: {', '.join(KEYS)}")
     return key

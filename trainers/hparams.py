@@ -7,7 +7,6 @@ This module is plain Python and NumPy so that validation can run before JAX star
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,6 +28,7 @@ from trainers.keys import (
     Switch,
     TrainerSwitch,
     Widths,
+    closest,
     quote,
     shorten,
     static_config_type,
@@ -66,8 +66,8 @@ class EnvId(Rule):
         if (value not in SUPPORTED_ENVS and not is_import_path(value) and not is_object_id(value)
                 and suite_of(value) is None):
             by_lower = {env.lower(): env for env in SUPPORTED_ENVS}
-            close = difflib.get_close_matches(value.lower(), list(by_lower), n=1, cutoff=0.5)
-            hint = f"did you mean {by_lower[close[0]]!r}? " if close else ""
+            close = closest(value.lower(), by_lower, cutoff=0.5)
+            hint = f"did you mean {by_lower[close]!r}? " if close else ""
             raise HParamError(
                 f"{name}: unknown environment {quote(value)}; {hint}run `rltui envs` to list the supported ones"
             )

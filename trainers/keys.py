@@ -60,6 +60,17 @@ def shorten(text: str, limit: int = QUOTE_LIMIT) -> str:
     return text[:half] + "..." + text[-half:]
 
 
+def closest(name: str, choices, cutoff: float = 0.6) -> str | None:
+    """The choice most like `name`, for a "did you mean" hint, or None. A name longer than
+    any message quotes gets none: matching it would cost time in its length, for nothing."""
+    if len(name) > QUOTE_LIMIT:
+        return None
+    import difflib
+
+    found = difflib.get_close_matches(name, list(choices), n=1, cutoff=cutoff)
+    return found[0] if found else None
+
+
 def quote(value: Any) -> str:
     """A user's value as an error message shows it: its repr, shortened to about QUOTE_LIMIT
     characters (a long string says how long it is), whatever its size or depth. Every

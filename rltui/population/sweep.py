@@ -22,7 +22,6 @@ Plain Python and NumPy: specs are checked before JAX starts. Every bad spec is a
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import itertools
 import math
 import re
@@ -34,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from trainers.hparams import TRAINER_KEYS, validate_hparam
-from trainers.keys import QUOTE_LIMIT, RUN, STATIC, TRACED, HParamError, Key, Rule, Switch, quote
+from trainers.keys import QUOTE_LIMIT, RUN, STATIC, TRACED, HParamError, Key, Rule, Switch, closest, quote
 
 # Agents (members x num_seeds) one run trains at most: beyond this the population is a typo
 # or a job for several runs, and even tiny networks need gigabytes per thousand agents.
@@ -123,8 +122,8 @@ def check_sweep_key(key: str) -> Key:
     found = KEYS.get(key)
     if found is None:
         shown = key if key.isprintable() and len(key) <= QUOTE_LIMIT else quote(key)
-        close = difflib.get_close_matches(key, list(KEYS), n=1, cutoff=0.6) if len(key) <= QUOTE_LIMIT else []
-        hint = f"did you mean {close[0]}? " if close else ""
+        close = closest(key, KEYS)
+        hint = f"did you mean {close}? " if close else ""
         raise HParamError(f"{shown}: unknown key in the sweep; {hint}sweepable keys: {', '.join(SWEEPABLE)}")
     if found.kind == STATIC:
         raise HParamError(

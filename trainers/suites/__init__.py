@@ -61,10 +61,10 @@ def load(env_id: str) -> EnvSource:
     adapter = _adapter(suite)
     names = adapter.env_names()
     if name not in names:
-        import difflib
+        from trainers.keys import closest
 
-        close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
-        hint = f"did you mean {suite.name}:{close[0]}? " if close else ""
+        close = closest(name, names, cutoff=0.5)
+        hint = f"did you mean {suite.name}:{close}? " if close else ""
         raise EnvImportError(f"env: {suite.name} has no env {name!r}; {hint}run `rltui envs` for the list")
     env, params = adapter.make(name, **ref.kwargs)
     return EnvSource(env, params, ref.path)
