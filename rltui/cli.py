@@ -28,7 +28,8 @@ def _keys_epilog() -> str:
         lines.append(f"  {key + ('*' if info.live else ''):<{width}} {info.meaning} (default: {value})")
     lines.append("")
     lines.append(
-        "precedence: built-in defaults < the env's tuned preset (`rltui envs` lists them; --no-preset skips it)"
+        "precedence: built-in defaults < the env's family defaults < its tuned preset (`rltui envs` lists them; "
+        "--no-preset skips both)"
         " < --config file < --set"
     )
     return "\n".join(lines)
@@ -57,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     launch.add_argument(
         "--no-preset", action="store_true",
-        help="ignore the environment's tuned preset: built-in defaults < --config < --set only",
+        help="ignore the environment's family defaults and tuned preset: built-in defaults < --config < --set only",
     )
     launch.add_argument(
         "--sweep", metavar="KEY=SPEC", action="append", default=[], dest="sweeps",

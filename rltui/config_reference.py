@@ -31,7 +31,8 @@ Every key is set the same way in a TOML file (`--config FILE`, flat keys: `lr = 
 with `--set KEY=VALUE` (read as TOML: `--set hidden_sizes=[128,128]`,
 `--set anneal_lr=false`; a bare word is a string: `--set env=Acrobot-v1`). Precedence,
 lowest first: built-in defaults < the algorithm's defaults (REINFORCE) < the
-environment's tuned preset ([presets](presets.md)) < `--config` < `--set`. A run writes
+environment's family defaults < its tuned preset ([presets](presets.md)) < `--config` <
+`--set`; `--no-preset` skips the family and the preset. A run writes
 its effective configuration to `config.toml` in its run directory.
 
 **Live** keys are traced arguments of the compiled step: they change between chunks (the
