@@ -141,7 +141,8 @@ def test_a_population_trains_over_two_processes_alike_pbt_and_member_commands_in
     digest = r"process \d of 2: parameters sha256 ([0-9a-f]{64})"
     assert one(digest, err0) == one(digest, err1)
     lines = read_jsonl(tmp_path / "p0" / "run" / "population.jsonl")
-    assert [line["action"] for line in lines][:3] == ["start", "freeze", "clone"]
+    actions = [line["action"] for line in lines]  # PBT steps may fall between the commands
+    assert actions[0] == "start" and actions.index("freeze") < actions.index("clone")
 
 
 def test_a_missing_peer_is_reported_within_the_timeout(tmp_path):
