@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from rltui.population.sweep import pbt_replace_count
+from rltui.population.sweep import PERTURBABLE, pbt_replace_count
 from trainers.hparams import LIVE_HPARAMS, TRAINER_KEYS, DynamicHParams, HParamError, check_changes, quote
 
 TREND_LENGTH = 32  # recent returns kept per member for its sparkline
@@ -98,6 +98,9 @@ class Population:
         self.num_seeds = num_seeds
         self.pbt = pbt
         self.swept = tuple(name for name in base._fields if any(name in m for m in members))
+        # What a clone's factor and PBT's explore multiply: the chosen keys, else the swept
+        # numeric ones (a switch such as anneal_lr is 0 or 1, not a scale).
+        self.perturbed = tuple(pbt.keys) or tuple(k for k in self.swept if k in PERTURBABLE)
         common = base.as_floats()
         self._values = [{**common, **{k: float(v) for k, v in m.items()}} for m in members]
         self._states = [MemberState.TRAINING] * len(members)
@@ -186,7 +189,7 @@ class Population:
         """Record that each target takes over `source`'s agents and values, each key of the
         perturbed ones multiplied by its factor. The caller copies the agents' state."""
         (source,) = self.check_members([source])
-        keys = self.pbt.keys or self.swept
+        keys = self.perturbed
         if not isinstance(factors, Mapping):
             factors = {k: float(factors) for k in keys}
         for name, factor in factors.items():
@@ -305,7 +308,7 @@ class Population:
         ranked = sorted(eligible, key=lambda m: (self.score(m), -m), reverse=True)
         top, bottom = ranked[:count], ranked[-count:]
         rng = np.random.default_rng([self.pbt.seed, update])
-        keys = self.pbt.keys or self.swept
+        keys = self.perturbed
         out = []
         for target in bottom:
             source = int(top[rng.integers(len(top))])

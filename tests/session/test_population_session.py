@@ -169,3 +169,11 @@ def test_a_rollback_restores_the_members_values_and_lineage(tmp_path):
     last = read_jsonl(tmp_path / "population.jsonl")[-1]
     assert last["table"][2]["values"]["lr"] == pytest.approx(LRS[2]) and last["table"][2]["parent"] is None
 
+
+
+def test_a_swept_switch_is_copied_by_a_clone_never_scaled():
+    population = Population(BASE, [{"lr": 1e-3, "anneal_lr": 0.0}, {"lr": 3e-3, "anneal_lr": 1.0}], num_seeds=1)
+    assert population.perturbed == ("lr",)
+    (replacement,) = population.clone(1, [0], 2.0)
+    assert dict(replacement.values) == {"lr": pytest.approx(6e-3)}
+    assert population.values(0)["anneal_lr"] == 1.0  # the source's, as it is
