@@ -107,7 +107,7 @@ MEASURED_WITH = {
                            ent_coef=0.003, max_grad_norm=1.0, normalize_obs=True, noise_hold=16, gamma=0.99,
                            hidden_sizes=(64, 64), total_timesteps=500_000),
     "Asterix-MinAtar": dict(num_envs=64, num_steps=128, num_minibatches=8, lr=5e-3, anneal_lr=True, gamma=0.99,
-                            ent_coef=0.01, activation="relu", hidden_sizes=(64, 64), total_timesteps=20_000_000),
+                            ent_coef=0.01, activation="relu", hidden_sizes=(64, 64), total_timesteps=30_000_000),
     "SpaceInvaders-MinAtar": dict(num_envs=64, num_steps=128, num_minibatches=8, lr=5e-3, anneal_lr=True, gamma=0.99,
                                   ent_coef=0.01, activation="relu", hidden_sizes=(64, 64),
                                   total_timesteps=10_000_000),
