@@ -223,10 +223,36 @@ class OnPolicyTrainer:
         return recurrent.replay(self.network, params, start_hidden, obs, done)
 
     def bootstrap_values(self, params, collected: Collected) -> jax.Array:
-        """V of each step's final observation (before auto-reset), shape (time, env)."""
-        if not self.recurrent:
-            return self.apply(params, collected.traj.final_obs).value
-        return recurrent.bootstrap_values(self.policy_step, params, collected.step_hidden, collected.traj.final_obs)
+        """V of each step's final observation (before auto-reset), shape (time, env); the
+        value is only read where the step did not terminate (`returns.gae`)."""
+        if self.recurrent:
+            return recurrent.bootstrap_values(self.policy_step, params, collected.step_hidden, collected.traj.final_obs)
+        traj = collected.traj
+        if self.static.num_agents > 1:
+            # Vmapped agents would run both branches of the cond below; one pass is cheaper.
+            return self.apply(params, traj.final_obs).value
+        # Where step t did not end an episode its final observation is obs[t+1], whose value
+        # the rollout already computed; only the last step and the truncated steps need the
+        # network, and at a few envs a pass over every step is a noticeable share of an update.
+        last = self.apply(params, traj.final_obs[-1]).value
+        cut = traj.truncated[:-1].reshape(-1)
+        if cut.shape[0] == 0:
+            return last[None]
+        shifted = jnp.concatenate([traj.value[1:], last[None]])
+        room = min(cut.shape[0], self.envs_per_device)
+        rows = traj.final_obs[:-1].reshape((cut.shape[0],) + traj.final_obs.shape[2:])
+        earlier = shifted[:-1].reshape(-1)
+
+        def few_cut(_):
+            index = jnp.nonzero(cut, size=room, fill_value=cut.shape[0])[0]
+            values = self.apply(params, jnp.take(rows, index, axis=0, mode="clip")).value
+            return earlier.at[index].set(values, mode="drop")
+
+        def many_cut(_):
+            return jnp.where(cut, self.apply(params, rows).value, earlier)
+
+        earlier = jax.lax.cond(jnp.sum(cut) <= room, few_cut, many_cut, None)
+        return jnp.concatenate([earlier.reshape(shifted[:-1].shape), last[None]])
 
     def _env_ids(self) -> jax.Array:
         first = jax.lax.axis_index(AXIS) * self.envs_per_device

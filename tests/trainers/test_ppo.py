@@ -125,3 +125,27 @@ def test_continuous_actions_are_clipped_to_bounds():
     spec = make_env("Pendulum-v1")
     clipped = np.asarray(env_action(spec, jnp.array([[-5.0], [0.5], [5.0]])))
     np.testing.assert_allclose(clipped[:, 0], [-2.0, 0.5, 2.0])
+
+
+@pytest.mark.parametrize(
+    "num_envs, num_steps",
+    [(4, 300), (2, 700)],  # Pendulum truncates at 200 steps: up to 4 cuts in 4 envs, then 6 in 2
+    ids=["few-truncations", "many-truncations"],
+)
+def test_bootstrap_values_match_the_network_on_each_final_observation(num_envs, num_steps):
+    """GAE reads V(final observation) wherever a step did not terminate. The trainer takes it
+    from the rollout's own values where the episode went on, and from the network where a
+    time limit cut it, so it must equal one pass of the network over every final observation."""
+    static = StaticConfig(**{**TINY, "env_id": "Pendulum-v1", "num_envs": num_envs, "num_steps": num_steps,
+                             "num_minibatches": 1})
+    parallel, state, hp = build(static)
+    trainer = parallel.trainer
+
+    def values(s):
+        collected = trainer.collect(s, s.key, hp)
+        full = trainer.apply(s.params, collected.traj.final_obs).value
+        return trainer.bootstrap_values(s.params, collected), full, collected.traj.truncated
+
+    ours, full, truncated = jax.tree.map(lambda x: np.asarray(x[0]), jax.pmap(values, axis_name="devices")(state))
+    assert truncated.sum() >= num_envs  # every env was cut by its time limit at least once
+    np.testing.assert_allclose(ours, full, rtol=1e-5, atol=1e-6)
