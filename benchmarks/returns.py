@@ -7,7 +7,7 @@ family's), N seeds trained at once in one program (`num_seeds`), and the return 
 
 The default runs every env with a preset and every env whose family records a result.
 "Eval" is the final policy's mean return over 32 greedy episodes (`--episodes`), as `rltui
-eval` runs it; "train" is the mean episode return over the last 10 updates of training, as
+eval` runs it; "train" is the mean episode return over the last 10 updates of training that finished episodes, as
 the dashboard and metrics.jsonl show it (sampled actions); "random" is a uniformly random
 policy on the same 32 episodes. Each seed's line on stderr also
 gives "sampled": the final policy over 164 episodes with sampled actions
@@ -54,7 +54,10 @@ def train(config) -> tuple[Any, Any, list[float], float]:
             print(f"  {config.env}: {done * static.steps_per_update / 1e6:.2f}M steps, {shown - start:.0f} s, train "
                   + ", ".join(f"{np.nanmean(seed):.1f}" for seed in recent), file=sys.stderr, flush=True)
     per_seed = np.concatenate(returns, axis=1)
-    final = [float(np.nanmean(seed[-10:])) for seed in per_seed]
+    # Updates in which no episode ended report NaN (Freeway's 2500-step episodes end together,
+    # every 20 updates): the mean is over the last 10 updates that finished episodes.
+    final = [float(np.mean(seed[~np.isnan(seed)][-10:])) if not np.isnan(seed).all() else float("nan")
+             for seed in per_seed]
     seconds = time.perf_counter() - start
     return parallel, state, final, seconds
 

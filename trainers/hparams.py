@@ -120,6 +120,9 @@ TRAINER_KEYS: tuple[Key, ...] = (
         TRACED, live=True),
     Key("gamma", 0.99, "discount factor", Number(0, 1, low_open=True, float32=True), TRACED, live=True),
     Key("gae_lambda", 0.95, "GAE lambda", Number(0, 1, float32=True), TRACED, live=True, algos=_PPO),
+    Key("bootstrap_truncated", True, "where a time limit cuts an episode, bootstrap from the value of its last "
+        "observation; off: treat the cut as the episode's end (for envs whose time limit is part of the task and "
+        "shows in the observation)", Switch(), TRACED, live=True, algos=_PPO),
     Key("clip_eps", 0.2, "PPO clip range for the policy ratio and the value", Number(0, low_open=True, float32=True),
         TRACED, live=True, algos=_PPO),
     Key("ent_coef", 0.01, "entropy bonus coefficient", Number(0, float32=True), TRACED, live=True),

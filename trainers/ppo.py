@@ -128,9 +128,8 @@ class PPO(OnPolicyTrainer):
         # The value of the observation each step reached (before auto-reset): V(obs[t+1])
         # while an episode runs, and the truncation bootstrap where it was cut by a time limit.
         next_values = self.bootstrap_values(state.params, collected)
-        advantage, target = gae(
-            traj.reward, traj.value, next_values, traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda
-        )
+        ended = jnp.where(hp.bootstrap_truncated > 0, traj.terminated, traj.terminated | traj.truncated)
+        advantage, target = gae(traj.reward, traj.value, next_values, ended, traj.truncated, hp.gamma, hp.gae_lambda)
         batch = Batch(traj.obs, traj.action, traj.log_prob, traj.value, advantage, target)
         if self.recurrent:
             batch = batch.replace(done=jnp.logical_or(traj.terminated, traj.truncated), start_hidden=state.hidden)

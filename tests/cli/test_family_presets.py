@@ -20,9 +20,6 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-# Discrete classic control keeps the built-in defaults, which are CartPole's tuned settings:
-# these envs, with no preset of their own, train on them on purpose.
-ON_THE_BUILT_IN_DEFAULTS = {"CartPole-v1-pomdp"}
 
 
 def config_for(env: str, *items: str, use_preset: bool = True) -> RunConfig:
@@ -43,8 +40,8 @@ def toml_presets(monkeypatch):
     return install
 
 
-def test_a_minatar_game_without_a_preset_trains_on_the_minatar_settings(tmp_path):
-    config = config_for("Freeway-MinAtar")
+def test_a_minatar_game_trains_on_the_minatar_settings(tmp_path):
+    config = config_for("SpaceInvaders-MinAtar")  # its preset is the family as it is
     assert (config.num_envs, config.num_steps, config.num_minibatches) == (64, 128, 8)
     assert config.lr == pytest.approx(5e-3) and config.anneal_lr is True
     assert config.activation == "relu" and config.hidden_sizes == (64, 64)
@@ -61,8 +58,7 @@ def test_every_env_without_a_preset_gets_each_of_its_familys_values(env):
     family = presets.family("ppo", env)
     for key, value in family.items():
         assert getattr(config, key) == pytest.approx(as_config_value(value)), (env, key)
-    if env not in ON_THE_BUILT_IN_DEFAULTS:
-        assert family, f"{env} would train on CartPole's settings"
+    assert family, f"{env} would train on CartPole's settings"
 
 
 def test_continuous_control_envs_share_the_continuous_settings():
@@ -111,6 +107,14 @@ MEASURED_WITH = {
     "SpaceInvaders-MinAtar": dict(num_envs=64, num_steps=128, num_minibatches=8, lr=5e-3, anneal_lr=True, gamma=0.99,
                                   ent_coef=0.01, activation="relu", hidden_sizes=(64, 64),
                                   total_timesteps=10_000_000),
+    "Freeway-MinAtar": dict(num_envs=64, num_steps=128, num_minibatches=8, lr=5e-3, anneal_lr=True, gamma=0.99,
+                            ent_coef=0.01, activation="relu", hidden_sizes=(64, 64), total_timesteps=15_000_000),
+    "CartPole-v1-pomdp": dict(network="gru", num_envs=8, num_steps=64, num_minibatches=4, lr=2e-3, anneal_lr=True,
+                              activation="tanh", hidden_sizes=(64, 64), total_timesteps=500_000),
+    "MemoryChain-bsuite": dict(network="gru", num_envs=16, num_steps=32, num_minibatches=4, lr=5e-4, anneal_lr=False,
+                               max_grad_norm=1.0, bootstrap_truncated=False, total_timesteps=500_000),
+    "DiscountingChain-bsuite": dict(num_envs=16, num_steps=32, num_minibatches=4, lr=5e-4, anneal_lr=False,
+                                    max_grad_norm=1.0, bootstrap_truncated=False, total_timesteps=500_000),
 }
 
 
@@ -130,7 +134,7 @@ def test_no_preset_skips_the_family_and_the_preset():
 
 
 def test_config_file_and_set_beat_the_family():
-    config = build_config({"env": "Freeway-MinAtar", "num_envs": 16}, parse_overrides(["lr=1e-4"]))
+    config = build_config({"env": "SpaceInvaders-MinAtar", "num_envs": 16}, parse_overrides(["lr=1e-4"]))
     assert config.num_envs == 16 and config.lr == pytest.approx(1e-4)
     assert config.total_timesteps == 10_000_000  # untouched keys still come from the family
 
@@ -170,7 +174,7 @@ def test_envs_listing_names_each_envs_family(capsys):
     assert main(["envs"]) == 0
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
     assert "minatar" in rows["Freeway-MinAtar"].split()
-    assert "minatar family defaults" in rows["Freeway-MinAtar"]
+    assert "bsuite family defaults" in rows["Catch-bsuite"]
     assert "continuous family defaults" in rows["Reacher-misc"]
     assert "bsuite family defaults" in rows["Catch-bsuite"]
     assert "minatar" in rows["Breakout-MinAtar"].split() and "preset: return" in rows["Breakout-MinAtar"]

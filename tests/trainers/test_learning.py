@@ -85,3 +85,17 @@ def test_gru_learns_masked_cartpole_on_more_seeds():
         mlp = train_returns(StaticConfig(**POMDP), updates, seed, hp)
         assert np.nanmean(mlp[-10:]) < 100, seed
         assert np.nanmean(gru[-10:]) >= max(150, 2 * np.nanmean(mlp[-10:])), seed
+
+
+@pytest.mark.parametrize("bootstrap_truncated, arm", [(False, 1.1), (True, 1.0)])
+def test_discounting_chain_finds_the_best_arm_only_without_bootstrapping_its_time_limit(bootstrap_truncated, arm):
+    # DiscountingChain-bsuite: the first action picks an arm whose reward (1.1 for one arm, 1.0
+    # for the others) comes after a delay; the episode ends at step 100, which gymnax reports
+    # as a time limit and the observation shows. The bsuite family treats that end as the
+    # episode's end (bootstrap_truncated = false). Measured here, seeds 0-2, mean return of
+    # the last 10 updates at the family's 0.5M steps: 1.10 each; bootstrapping over the end,
+    # 1.00 each (the value extrapolated past the episode favours the late arms).
+    config = build_config({}, {"env": "DiscountingChain-bsuite", "bootstrap_truncated": bootstrap_truncated})
+    static = dataclasses.replace(config.static_config(), max_chunk_updates=256)
+    returns = train_returns(static, config.total_updates, 0, config.dynamic_hparams())
+    assert np.nanmean(returns[-10:]) == pytest.approx(arm, abs=0.03)
