@@ -65,7 +65,8 @@ def test_continuous_control_envs_share_the_continuous_settings():
     for env in ("Reacher-misc", "Swimmer-misc", "PointRobot-misc"):
         config = config_for(env)
         assert presets.family_of(env) == "continuous"
-        assert config.log_std == "state" and config.normalize_obs is True and config.num_envs == 32, env
+        assert config.log_std == "param" and config.activation == "tanh", env
+        assert config.normalize_obs is True and config.num_envs == 32, env
 
 
 def test_an_env_preset_beats_its_family(toml_presets):
@@ -107,6 +108,10 @@ MEASURED_WITH = {
     "SpaceInvaders-MinAtar": dict(num_envs=64, num_steps=128, num_minibatches=8, lr=5e-3, anneal_lr=True, gamma=0.99,
                                   ent_coef=0.01, activation="relu", hidden_sizes=(64, 64),
                                   total_timesteps=10_000_000),
+    "Reacher-misc": dict(num_envs=32, num_steps=64, max_grad_norm=1.0, activation="tanh", log_std="param",
+                         normalize_obs=True, total_timesteps=10_000_000),
+    "Swimmer-misc": dict(num_envs=32, num_steps=64, max_grad_norm=1.0, activation="tanh", log_std="param",
+                         normalize_obs=True, total_timesteps=3_000_000),
     "Freeway-MinAtar": dict(num_envs=64, num_steps=128, num_minibatches=8, lr=5e-3, anneal_lr=True, gamma=0.99,
                             ent_coef=0.01, activation="relu", hidden_sizes=(64, 64), total_timesteps=15_000_000),
     "CartPole-v1-pomdp": dict(network="gru", num_envs=8, num_steps=64, num_minibatches=4, lr=2e-3, anneal_lr=True,
@@ -175,7 +180,7 @@ def test_envs_listing_names_each_envs_family(capsys):
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
     assert "minatar" in rows["Freeway-MinAtar"].split()
     assert "bsuite family defaults" in rows["Catch-bsuite"]
-    assert "continuous family defaults" in rows["Reacher-misc"]
+    assert "continuous family defaults" in rows["PointRobot-misc"]
     assert "bsuite family defaults" in rows["Catch-bsuite"]
     assert "minatar" in rows["Breakout-MinAtar"].split() and "preset: return" in rows["Breakout-MinAtar"]
 
