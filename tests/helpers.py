@@ -8,7 +8,7 @@ import jax
 import jax.monitoring
 import numpy as np
 
-from trainers.hparams import DynamicHParams, StaticConfig
+from trainers.hparams import EDITABLE_HPARAMS, DynamicHParams, StaticConfig, hparam_rule
 from trainers.parallel import build as parallel_build
 
 TINY = dict(num_envs=2, num_steps=8, num_minibatches=2, update_epochs=1, hidden_sizes=(16,), max_chunk_updates=8)
@@ -71,3 +71,12 @@ def train_run(static: StaticConfig, updates: int, seed: int, hp: DynamicHParams)
         returns.extend(host_metrics(metrics)["episode_return"].tolist())
         done += count
     return parallel, state, np.array(returns)
+
+
+def edit_every_hparam(hp: DynamicHParams):
+    """`hp` after each editable hyperparameter is changed in turn, yielded after each edit:
+    a number halved, a switch flipped."""
+    for name in EDITABLE_HPARAMS:
+        value = float(getattr(hp, name))
+        hp = hp.with_updates({name: 1.0 - value if hparam_rule(name) == "0 or 1" else value * 0.5})
+        yield hp
