@@ -7,9 +7,9 @@ family's), N seeds trained at once in one program (`num_seeds`), and the return 
 
 The default runs every env with a preset and every env whose family records a result.
 "Eval" is the final policy's mean return over 32 greedy episodes (`--episodes`), as `rltui
-eval` runs it; "train" is the mean episode return over the last 10 updates of training that finished episodes, as
-the dashboard and metrics.jsonl show it (sampled actions); "random" is a uniformly random
-policy on the same 32 episodes. Each seed's line on stderr also
+eval` runs it; "train" is the mean episode return over the last 10 updates of training
+that finished episodes, as the dashboard and metrics.jsonl show it (sampled actions);
+"random" is a uniformly random policy on the same 32 episodes. Each seed's line on stderr also
 gives "sampled": the final policy over 164 episodes with sampled actions
 (`--sampled-episodes`), which is how gymnax-blines measured the reference returns
 (`rltui eval --sample`). Wall time is for all seeds together, compile included. Not part of
