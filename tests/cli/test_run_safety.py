@@ -266,6 +266,10 @@ def test_sighup_stops_a_dashboard_run_with_a_final_checkpoint(tmp_path, cache):
 
 _CTRL_C_AT = """
 import os, signal, sys
+# What Ctrl+C does to a process comes from whoever started it: a terminal leaves SIGINT to
+# Python's default handler, while a test runner's worker can pass it on ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 where = sys.argv.pop(1)
 if where == "start-up":  # after the run directory is made, before the session exists
     import rltui.launch as launch
