@@ -1,6 +1,6 @@
 """Process-wide JAX setup that must happen before JAX initialises: host device count, the
-persistent compilation cache, and the size of XLA's CPU worker pool. Kept apart so the CLI
-can parse and validate input without importing JAX at all."""
+persistent compilation cache, XLA's CPU vector width and the size of its CPU worker pool.
+Kept apart so the CLI can parse and validate input without importing JAX at all."""
 
 from __future__ import annotations
 
@@ -16,6 +16,12 @@ from trainers.envs import OBS_SIZES
 # 24 envs (128 steps, 4 minibatches); the measurements are in docs/benchmarks.md.
 SMALL_STEP_MACS = 5_000_000
 
+# XLA's CPU code generator prefers 256-bit vectors, which suits CPUs that lower their clock
+# for 512-bit work. AMD's AVX-512 CPUs (Zen 4 and later) run 512-bit vectors at full clock,
+# and there every program rltui compiles runs faster with them (docs/benchmarks.md). Other
+# CPUs keep XLA's default; a user's own setting of the flag in XLA_FLAGS always wins.
+VECTOR_WIDTH_FLAG = "xla_cpu_prefer_vector_width"
+
 
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -23,11 +29,17 @@ def cache_dir() -> Path:
 
 
 def configure_jax(host_devices: int, compile_cache: bool) -> None:
-    """`host_devices` > 1 asks XLA for that many CPU devices (ignored if the user already
-    set the flag themselves). Call before the first `import jax`."""
+    """`host_devices` > 1 asks XLA for that many CPU devices, and 512-bit vectors where the
+    CPU runs them at full speed (each ignored if the user already set the flag themselves).
+    Call before the first `import jax`."""
     flags = os.environ.get("XLA_FLAGS", "")
+    added = []
     if host_devices > 1 and "xla_force_host_platform_device_count" not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={host_devices}".strip()
+        added.append(f"--xla_force_host_platform_device_count={host_devices}")
+    if VECTOR_WIDTH_FLAG not in flags and full_speed_wide_vectors(_cpuinfo()):
+        added.append(f"--{VECTOR_WIDTH_FLAG}=512")
+    if added:
+        os.environ["XLA_FLAGS"] = " ".join([flags, *added]).strip()
     import jax
 
     if compile_cache:
@@ -38,6 +50,30 @@ def configure_jax(host_devices: int, compile_cache: bool) -> None:
             return  # an unwritable cache directory only costs compile time
         jax.config.update("jax_compilation_cache_dir", str(path))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def full_speed_wide_vectors(cpuinfo: str) -> bool:
+    """Whether the CPU `cpuinfo` (the text of Linux's /proc/cpuinfo) describes runs 512-bit
+    vectors at full clock: an AMD CPU with AVX-512."""
+    fields = {}
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())  # the first CPU's
+    return fields.get("vendor_id") == "AuthenticAMD" and "avx512f" in fields.get("flags", "").split()
+
+
+def _cpuinfo() -> str:
+    """The first CPU's block of /proc/cpuinfo (one block per CPU, all alike), or "" off Linux."""
+    lines = []
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
+            for line in file:
+                if not line.strip() and lines:
+                    break
+                lines.append(line)
+    except OSError:  # XLA's defaults
+        return ""
+    return "".join(lines)
 
 
 def resolve_cpu_threads(config, multi_process: bool = False) -> int:

@@ -1,4 +1,4 @@
-"""Process-wide JAX setup: the size of XLA's CPU worker pool."""
+"""Process-wide JAX setup: XLA's CPU vector width and the size of its CPU worker pool."""
 
 import json
 import os
@@ -8,8 +8,9 @@ import textwrap
 
 import pytest
 
+from rltui import runtime
 from rltui.config import RunConfig
-from rltui.runtime import resolve_cpu_threads
+from rltui.runtime import full_speed_wide_vectors, resolve_cpu_threads
 
 
 @pytest.mark.parametrize(
@@ -69,3 +70,39 @@ def test_start_backend_sizes_xla_worker_pool_and_gives_every_thread_all_cpus_bac
 def test_a_multi_process_run_keeps_xla_default_unless_set():
     assert resolve_cpu_threads(RunConfig(), multi_process=True) == 0
     assert resolve_cpu_threads(RunConfig(cpu_threads=1), multi_process=True) == 1
+
+
+def cpuinfo(vendor: str, flags: str) -> str:
+    block = f"processor\t: 0\nvendor_id\t: {vendor}\nflags\t\t: fpu sse2 {flags}\n"
+    return block + "\n" + block.replace("processor\t: 0", "processor\t: 1")
+
+
+@pytest.mark.parametrize(
+    "vendor,flags,wide",
+    [
+        ("AuthenticAMD", "avx2 avx512f avx512bw", True),  # Zen 4 and later
+        ("AuthenticAMD", "avx2 fma", False),  # Zen 3: no AVX-512
+        ("GenuineIntel", "avx2 avx512f avx512bw", False),  # may lower its clock for 512-bit work
+        ("AuthenticAMD", "avx2 avx512fx", False),  # a whole flag, not a prefix
+    ],
+)
+def test_512_bit_vectors_only_on_amd_cpus_with_avx512(vendor, flags, wide):
+    assert full_speed_wide_vectors(cpuinfo(vendor, flags)) is wide
+    assert full_speed_wide_vectors("") is False  # not Linux
+
+
+def test_configure_jax_asks_for_512_bit_vectors_and_keeps_the_users_own_flags(monkeypatch):
+    monkeypatch.setattr(runtime, "_cpuinfo", lambda: cpuinfo("AuthenticAMD", "avx512f"))
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")
+    runtime.configure_jax(host_devices=2, compile_cache=False)
+    assert os.environ["XLA_FLAGS"].split() == [
+        "--xla_cpu_enable_fast_math=false", "--xla_force_host_platform_device_count=2",
+        "--xla_cpu_prefer_vector_width=512",
+    ]
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_prefer_vector_width=256")  # the user's choice wins
+    runtime.configure_jax(host_devices=0, compile_cache=False)
+    assert os.environ["XLA_FLAGS"] == "--xla_cpu_prefer_vector_width=256"
+    monkeypatch.setattr(runtime, "_cpuinfo", lambda: cpuinfo("GenuineIntel", "avx512f"))
+    monkeypatch.delenv("XLA_FLAGS")
+    runtime.configure_jax(host_devices=0, compile_cache=False)
+    assert "XLA_FLAGS" not in os.environ
