@@ -24,12 +24,15 @@ compiled chunks (host work: commands, records, listeners) is the figure load har
                                     [--cpu-threads N]
 
 `--table` prints the scaling table instead: for each env count (default 4 16 64 256 1024
-4096), the session (as `rltui launch --no-ui` runs it) and the reference, each in a process
-of its own, run A-B-A (session, reference, session: drift in machine load over the three
-falls on both sides alike). Per process: env steps per second (median of --repeats), CPU
-seconds per million env steps (getrusage: every thread of the process, user and system),
-peak resident memory (the process's high-water mark, compile included) and compile time
-(the session's build: init and compile; the reference's jit compile).
+4096), the session (as `rltui launch --no-ui` runs it) and the reference twice, each in a
+process of its own, in the order session, reference, reference as users run it, session
+(drift in machine load over the four falls on both sides alike). "reference" runs in a
+process set up as rltui sets up its own (XLA's vector width and worker pool): trainer code
+against trainer code. "reference as users run it" is a plain `import jax`, XLA's defaults,
+as single-file trainers are run. Per process: env steps per second (median of --repeats),
+CPU seconds per million env steps (getrusage: every thread of the process, user and
+system), peak resident memory (the process's high-water mark, compile included) and
+compile time (the session's build: init and compile; the reference's jit compile).
 The session's figures are the mean of its two processes; the ratio is session / reference in
 env steps per second, and the CPU ratio the reference's CPU time per env step over the
 session's (the figure that load moves least: on a shared machine the wall-clock ratio can
@@ -72,8 +75,8 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=1, help="host devices to split envs over")
     parser.add_argument("--cpu-threads", type=int, default=0,
                         help="XLA CPU worker threads; 0 (default): as `rltui launch` chooses for the config")
-    parser.add_argument("--table", action="store_true", help="the scaling table (A-B-A processes per env count)")
-    parser.add_argument("--measure", choices=("session", "reference"), help=argparse.SUPPRESS)
+    parser.add_argument("--table", action="store_true", help="the scaling table (A-B-C-A processes per env count)")
+    parser.add_argument("--measure", choices=("session", "reference", "plain-reference"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.table:
         table(args)
@@ -235,12 +238,12 @@ TABLE_ENVS = [4, 16, 64, 256, 1024, 4096]
 
 
 def table(args) -> None:
-    """Runs session / reference / session processes per env count and prints the table."""
+    """Runs session / reference / plain reference / session processes per env count and prints the table."""
     envs = args.envs if "--envs" in sys.argv else TABLE_ENVS
     rows = []
     for num_envs in envs:
-        results = {"session": [], "reference": []}
-        for which in ("session", "reference", "session"):
+        results = {"session": [], "reference": [], "plain-reference": []}
+        for which in ("session", "reference", "plain-reference", "session"):
             command = [sys.executable, __file__, "--measure", which, "--envs", str(num_envs), "--steps",
                        str(args.steps), "--env-steps", str(args.env_steps), "--repeats", str(args.repeats),
                        "--warmup", str(args.warmup), "--cpu-threads", str(args.cpu_threads)]
@@ -258,16 +261,18 @@ def table(args) -> None:
 
 
 def print_table(rows: list[tuple[int, dict[str, list[dict]]]]) -> None:
-    """The markdown table: per env count, the results of the session's two processes and the reference's one."""
-    print("\n| envs | session SPS | reference SPS | ratio (A-B-A) | CPU s / 1M steps (session, ref) | CPU ratio "
+    """The markdown table: per env count, the results of the session's two processes and each reference's one."""
+    print("\n| envs | session SPS | reference SPS (rltui's XLA settings, XLA's defaults) | ratio (per session process) "
+          "| ratio to the reference as users run it | CPU s / 1M steps (session, ref) | CPU ratio "
           "| peak RSS MiB (session, ref) | compile s (session, ref) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for num_envs, results in rows:
-        a, b = results["session"], results["reference"][0]
+        a, b, plain = results["session"], results["reference"][0], results["plain-reference"][0]
         mean = lambda key: sum(r[key] for r in a) / len(a)
-        ratios = "/".join(f"{r['sps'] / b['sps']:.2f}" for r in a)
-        print(f"| {num_envs} | {mean('sps') / 1e3:,.0f}k | {b['sps'] / 1e3:,.0f}k | "
-              f"{mean('sps') / b['sps']:.2f} ({ratios}) | {mean('cpu_per_million'):.2f}, {b['cpu_per_million']:.2f} "
+        ratios = ", ".join(f"{r['sps'] / b['sps']:.2f}" for r in a)
+        print(f"| {num_envs} | {mean('sps') / 1e3:,.0f}k | {b['sps'] / 1e3:,.0f}k, {plain['sps'] / 1e3:,.0f}k "
+              f"| {mean('sps') / b['sps']:.2f} ({ratios}) | {mean('sps') / plain['sps']:.2f} "
+              f"| {mean('cpu_per_million'):.2f}, {b['cpu_per_million']:.2f} "
               f"| {b['cpu_per_million'] / mean('cpu_per_million'):.2f} "
               f"| {mean('peak_rss_mib'):,.0f}, {b['peak_rss_mib']:,.0f} | {mean('compile_seconds'):.1f}, "
               f"{b['compile_seconds']:.1f} |")
@@ -309,10 +314,16 @@ def measure_one(args) -> None:
     from rltui import runtime
     from rltui.config import RunConfig
 
-    runtime.configure_jax(host_devices=1, compile_cache=False)
     num_envs = args.envs[0]
-    workers = runtime.start_backend(runtime.resolve_cpu_threads(
-        RunConfig(num_envs=num_envs, num_steps=args.steps, cpu_threads=args.cpu_threads)))
+    if args.measure == "plain-reference":  # as a single-file trainer runs: XLA's defaults
+        import jax
+
+        jax.devices()  # the backend starts here, as in the other processes
+        workers = os.cpu_count()
+    else:
+        runtime.configure_jax(host_devices=1, compile_cache=False)
+        workers = runtime.start_backend(runtime.resolve_cpu_threads(
+            RunConfig(num_envs=num_envs, num_steps=args.steps, cpu_threads=args.cpu_threads)))
     import jax
     import reference_ppo
 
