@@ -33,26 +33,6 @@ from trainers.hparams import DynamicHParams, StaticConfig
 from trainers.returns import gae
 from trainers.types import TrainState, UpdateMetrics
 
-# Up to this many items a shuffle by ranks (one compare-and-count over all pairs) is faster
-# on a CPU than `jax.random.permutation`'s sort; past it the pairs cost more than the sort.
-RANK_SHUFFLE_MAX = 512
-
-
-def random_order(key: jax.Array, n: int) -> jax.Array:
-    """A uniformly random permutation of range(n)."""
-    if n > RANK_SHUFFLE_MAX:
-        return jax.random.permutation(key, n)
-    return ranks(jax.random.bits(key, (n,)))
-
-
-def ranks(keys: jax.Array) -> jax.Array:
-    """Each key's rank among `keys` (1-D), equal keys ranked by position: a permutation of
-    range(len(keys)), uniformly random when the keys are independent and uniform."""
-    position = jnp.arange(keys.shape[0])
-    lower = keys[None, :] < keys[:, None]
-    tied_before = (keys[None, :] == keys[:, None]) & (position[None, :] < position[:, None])
-    return jnp.sum(lower | tied_before, axis=1, dtype=jnp.int32)
-
 
 @struct.dataclass
 class Batch:
@@ -128,7 +108,7 @@ class PPO(OnPolicyTrainer):
         # Minibatches are sets of time steps across all envs. The permutation key is the same
         # on every device, so minibatch m on N devices is exactly minibatch m on one device.
         num_steps, num_mb = self.static.num_steps, self.static.num_minibatches
-        perm = random_order(key, num_steps)
+        perm = jax.random.permutation(key, num_steps)
         shuffled = jax.tree.map(
             lambda x: jnp.take(x, perm, axis=0).reshape((num_mb, num_steps // num_mb) + x.shape[1:]), batch
         )

@@ -1,12 +1,9 @@
-from collections import Counter
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from trainers.hparams import DynamicHParams, StaticConfig
-from trainers.ppo import RANK_SHUFFLE_MAX, random_order, ranks
 from trainers.rollout import rollout
 
 from helpers import TINY, build, count_compiles, edit_every_hparam, host_metrics
@@ -151,23 +148,3 @@ def test_bootstrap_values_match_the_network_on_each_final_observation(num_envs, 
     ours, full, truncated = jax.tree.map(lambda x: np.asarray(x[0]), jax.pmap(values, axis_name="devices")(state))
     assert truncated.sum() >= num_envs  # every env was cut by its time limit at least once
     np.testing.assert_allclose(ours, full, rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("n", [1, 2, 128, RANK_SHUFFLE_MAX, RANK_SHUFFLE_MAX + 1])
-def test_minibatch_shuffle_is_a_permutation(n):
-    for seed in range(3):
-        order = np.asarray(random_order(jax.random.PRNGKey(seed), n))
-        assert sorted(order.tolist()) == list(range(n))
-
-
-def test_minibatch_shuffle_ranks_equal_keys_by_position():
-    assert ranks(jnp.array([7, 3, 7, 3, 0], dtype=jnp.uint32)).tolist() == [3, 1, 4, 2, 0]
-
-
-def test_minibatch_shuffle_draws_every_order_equally_often():
-    keys = jax.random.split(jax.random.PRNGKey(0), 24_000)
-    orders = jax.jit(jax.vmap(lambda key: random_order(key, 4)))(keys)
-    counts = Counter(map(tuple, np.asarray(orders).tolist()))
-    assert len(counts) == 24
-    chi_square = sum((count - 1000) ** 2 / 1000 for count in counts.values())
-    assert chi_square < 49.7  # the 0.1% tail of chi-square with 23 degrees of freedom
