@@ -18,7 +18,7 @@ SMALL_STEP_MACS = 5_000_000
 
 # XLA's CPU code generator prefers 256-bit vectors, which suits CPUs that lower their clock
 # for 512-bit work. AMD's AVX-512 CPUs (Zen 4 and later) run 512-bit vectors at full clock,
-# and there every program rltui compiles runs faster with them (docs/benchmarks.md). Other
+# and there every training program measured runs faster with them (docs/benchmarks.md). Other
 # CPUs keep XLA's default; a user's own setting of the flag in XLA_FLAGS always wins.
 VECTOR_WIDTH_FLAG = "xla_cpu_prefer_vector_width"
 
