@@ -41,6 +41,8 @@ PROBE = """
 import json, time
 t = [time.perf_counter()]
 import rltui.cli, rltui.launch  # what runs before JAX is configured
+from rltui import deferred_imports
+deferred_imports.install()  # as configure_jax does
 t.append(time.perf_counter())
 import jax
 t.append(time.perf_counter())

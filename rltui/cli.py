@@ -4,6 +4,7 @@ input costs milliseconds and gives one line and exit code 2, never a traceback."
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import sys
@@ -338,8 +339,8 @@ def entry() -> None:
     """The `rltui` command (console script and `python -m rltui`).
 
     Once `main` has returned the run is over and its files are written; a Ctrl+C during the
-    interpreter's teardown (JAX's takes most of a second) must not turn that clean end into
-    "killed by SIGINT" (exit 130), so the teardown ignores it. Output piped into a reader
+    interpreter's teardown must not turn that clean end into "killed by SIGINT" (exit 130),
+    so the teardown ignores it. Output piped into a reader
     that stops early (`rltui info RUN | head`) ends quietly, as other command-line tools do,
     not with a traceback. A Ctrl+C before training starts (imports, the compile) ends with
     one line and exit code 130, and removes the run directory it made, which holds no
@@ -362,6 +363,10 @@ def entry() -> None:
         except (OSError, ValueError):
             pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The interpreter's last garbage collections walk every object JAX and its libraries
+    # made, which is most of the teardown. The command's files are closed by now and nothing
+    # left is waiting on a collection, so the survivors are left out of those walks.
+    gc.freeze()
     sys.exit(code)
 
 

@@ -1,12 +1,14 @@
 """Process-wide JAX setup that must happen before JAX initialises: host device count, the
-persistent compilation cache, XLA's CPU vector width and the size of its CPU worker pool.
-Kept apart so the CLI can parse and validate input without importing JAX at all."""
+persistent compilation cache, XLA's CPU vector width and the size of its CPU worker pool;
+and the deferral of gymnax's plotting imports (`rltui.deferred_imports`). Kept apart so the
+CLI can parse and validate input without importing JAX at all."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from rltui import deferred_imports
 from trainers.envs import OBS_SIZES
 
 # Below this many multiply-adds per minibatch step (forward pass, policy and value nets
@@ -32,6 +34,7 @@ def configure_jax(host_devices: int, compile_cache: bool) -> None:
     """`host_devices` > 1 asks XLA for that many CPU devices, and 512-bit vectors where the
     CPU runs them at full speed (each ignored if the user already set the flag themselves).
     Call before the first `import jax`."""
+    deferred_imports.install()
     flags = os.environ.get("XLA_FLAGS", "")
     added = []
     if host_devices > 1 and "xla_force_host_platform_device_count" not in flags:
