@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from rltui import __version__
+from rltui import __version__, deferred_imports
 from rltui.config import KEYS, RunConfig, check_run_name
 from rltui.errors import ExitCode, UsageError, as_rltui_error, report
 from trainers.keys import quote
@@ -290,6 +290,7 @@ def _preset_summary(has_preset: bool, result, family: str | None = None) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; an error for the user is reported here, as one line with its exit
     code (`rltui.errors`), whichever command raised it."""
+    deferred_imports.install()  # every command that makes an env skips gymnax's plotting imports
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)

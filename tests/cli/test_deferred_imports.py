@@ -41,6 +41,18 @@ def test_a_configured_process_imports_gymnax_without_matplotlib_and_still_render
     assert seen == dict(loaded=[], figure=True, same=True, real="module")
 
 
+def test_every_command_defers_them_even_without_configuring_jax():
+    seen = run_python("""
+        import contextlib, io, json, sys
+        from rltui import cli
+        with contextlib.redirect_stdout(io.StringIO()) as listing:
+            code = cli.main(["envs"])  # makes every env, so imports gymnax
+        loaded = sorted({m.split(".")[0] for m in sys.modules} & {"gymnax", "matplotlib", "seaborn"})
+        print(json.dumps(dict(code=code, listed="Catch-bsuite" in listing.getvalue(), loaded=loaded)))
+    """)
+    assert seen == dict(code=0, listed=True, loaded=["gymnax"])
+
+
 def test_nothing_is_deferred_where_matplotlib_is_already_imported():
     seen = run_python("""
         import json, sys
