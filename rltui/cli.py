@@ -364,9 +364,12 @@ def entry() -> None:
         except (OSError, ValueError):
             pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # The interpreter's last garbage collections walk every object JAX and its libraries
-    # made, which is most of the teardown. The command's files are closed by now and nothing
-    # left is waiting on a collection, so the survivors are left out of those walks.
+    # The interpreter's teardown collects garbage several times over every object JAX and
+    # its libraries made, which is most of its time. The command's files are closed by now:
+    # one collection finalises what is already garbage, and the survivors are left out of
+    # the teardown's walks. (Python does not promise finalisers of objects still alive at
+    # exit in any case; an env's code that must flush at exit registers with `atexit`.)
+    gc.collect()
     gc.freeze()
     sys.exit(code)
 

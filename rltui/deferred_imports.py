@@ -5,12 +5,13 @@ pandas) at the top, for their `render` methods only. Importing them is most of t
 takes to import gymnax, and every rltui process that trains or evaluates pays it before its
 first step without ever drawing a figure.
 
-While gymnax's package runs its `__init__`, imports of those libraries yield placeholder
-modules. A placeholder imports the real module the first time anything reads an attribute
-of it and forwards every read from then on, so a `render` call works as it always did. The
-placeholders live in `sys.modules` only during gymnax's import: afterwards any other import
-of matplotlib or seaborn gets the real module. Where matplotlib or seaborn is already
-imported, or gymnax touches an attribute while it is being imported, nothing is deferred."""
+While gymnax's package runs its `__init__`, imports of those libraries in the importing
+thread yield placeholder modules. A placeholder imports the real module the first time
+anything reads an attribute of it, and forwards reads and writes from then on, so a
+`render` call works as it always did. The placeholders live in `sys.modules` only during
+gymnax's import: afterwards any other import of matplotlib or seaborn gets the real
+module. Where matplotlib or seaborn is already imported, or an attribute is read while
+gymnax is being imported, nothing more is deferred."""
 
 from __future__ import annotations
 
@@ -27,21 +28,34 @@ TRIGGER = "gymnax"  # the package whose import defers them
 
 _lock = threading.RLock()
 
+# What the import system reads of a module it creates, and may set when missing.
+IMPORT_SYSTEM_NAMES = frozenset(("__spec__", "__loader__", "__package__", "__path__", "__file__", "__cached__"))
+
 
 class Placeholder(types.ModuleType):
     """Stands in for the module of the same name until an attribute is read."""
 
     def __getattr__(self, name: str):
         # Only called for attributes the placeholder itself lacks: everything but the
-        # import system's own (__name__, __spec__, __path__, ...) and its submodules'.
-        if _window.open:
-            if name.startswith("__"):  # the import system asking what it may set itself
+        # import system's own and its submodules' placeholders.
+        if _window.open and _window.importing():
+            if name in IMPORT_SYSTEM_NAMES:
                 raise AttributeError(name)
             if _window.is_submodule(self, name):
                 # `from matplotlib import colors` asks for the attribute before it imports
                 # the submodule: a placeholder too.
                 return importlib.import_module(f"{self.__name__}.{name}")
         return getattr(self.real_module(), name)
+
+    def __setattr__(self, name: str, value) -> None:
+        real = self.__dict__.get("_real")
+        if real is None or name in IMPORT_SYSTEM_NAMES:
+            super().__setattr__(name, value)
+        else:
+            setattr(real, name, value)
+
+    def __reduce__(self):  # pickled as a reference to the module, as a real module is
+        return importlib.import_module, (self.__name__,)
 
     def real_module(self) -> types.ModuleType:
         real = self.__dict__.get("_real")
@@ -79,10 +93,16 @@ class _Window(importlib.abc.MetaPathFinder):
 
     def __init__(self) -> None:
         self.open = False
+        self.thread: int | None = None  # the thread importing the trigger
         self.placed: list[str] = []
 
+    def importing(self) -> bool:
+        """Whether the calling thread is the one importing the trigger: other threads'
+        imports are never deferred."""
+        return threading.get_ident() == self.thread
+
     def find_spec(self, fullname, path, target=None):
-        if not self.open or fullname.partition(".")[0] not in DEFERRED:
+        if not (self.open and self.importing()) or fullname.partition(".")[0] not in DEFERRED:
             return None
         real = importlib.machinery.PathFinder.find_spec(fullname, path)
         if real is None:
@@ -101,7 +121,7 @@ class _Window(importlib.abc.MetaPathFinder):
     def close(self) -> None:
         """Take the placeholders out of sys.modules; the modules that imported them keep them."""
         with _lock:
-            self.open = False
+            self.open, self.thread = False, None
             for name in self.placed:
                 if isinstance(sys.modules.get(name), Placeholder):
                     del sys.modules[name]
@@ -123,11 +143,18 @@ class _TriggerLoader(importlib.abc.Loader):
     def exec_module(self, module) -> None:
         already = any(name in sys.modules for name in DEFERRED)
         with _lock:
-            _window.open = not already
+            _window.open, _window.thread = not already, threading.get_ident()
         try:
             self.loader.exec_module(module)
         finally:
             _window.close()
+            # the package keeps its own loader, as if it had been imported plainly, and
+            # later imports meet the import system as it was
+            module.__loader__ = module.__spec__.loader = self.loader
+            with _lock:
+                for finder in (_window, _TRIGGER_FINDER):
+                    if finder in sys.meta_path:
+                        sys.meta_path.remove(finder)
 
     def __getattr__(self, name):  # get_code, get_source, is_package, ... as the real loader
         return getattr(self.loader, name)

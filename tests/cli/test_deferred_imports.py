@@ -68,11 +68,12 @@ def test_nothing_is_deferred_where_matplotlib_is_already_imported():
 
 def fake_packages(tmp_path: Path, trigger_body: str) -> Path:
     """A trigger package `trig` whose `__init__` runs `trigger_body`, and a deferred package
-    `plot` with a submodule `plot.sub` whose import is recorded in `plot.IMPORTS`."""
+    `plot` with a submodule `plot.sub`; each records its import in `builtins.PLOT_IMPORTS`."""
     (tmp_path / "trig").mkdir()
     (tmp_path / "trig" / "__init__.py").write_text(textwrap.dedent(trigger_body))
     (tmp_path / "plot").mkdir()
-    (tmp_path / "plot" / "__init__.py").write_text("import builtins\nbuiltins.PLOT_IMPORTS = ['plot']\nNAME = 'plot'\n")
+    (tmp_path / "plot" / "__init__.py").write_text("import builtins\nbuiltins.PLOT_IMPORTS = ['plot']\n"
+                                                   "NAME = 'plot'\n__version__ = '1.0'\n")
     (tmp_path / "plot" / "sub.py").write_text("import builtins\nbuiltins.PLOT_IMPORTS.append('sub')\nVALUE = 42\n")
     return tmp_path
 
@@ -98,11 +99,46 @@ def test_every_import_form_defers_until_first_read(tmp_path):
         value = trig.sub.VALUE  # the first read imports the real modules
         after = list(builtins.PLOT_IMPORTS)
         import plot.sub
+        import pickle
+        trig.sub.WRITTEN = 7  # a write after the import lands on the real module
         print(json.dumps(dict(before=before, in_modules=in_modules, value=value, after=after,
-                              aliased=trig.aliased.VALUE, name=trig.plot.NAME, real=type(plot.sub).__name__)))
+                              aliased=trig.aliased.VALUE, name=trig.plot.NAME, real=type(plot.sub).__name__,
+                              written=getattr(plot.sub, "WRITTEN", None),
+                              pickled=pickle.loads(pickle.dumps(trig.sub)) is plot.sub,
+                              loader=type(trig.__loader__).__name__,
+                              finders=[type(f).__module__ for f in sys.meta_path].count("rltui.deferred_imports"))))
     """, path=path)
     assert seen == dict(before=[], in_modules=[], value=42, after=["plot", "sub"], aliased=42, name="plot",
-                        real="module")
+                        real="module", written=7, pickled=True, loader="SourceFileLoader", finders=0)
+
+
+def test_another_threads_imports_are_not_deferred(tmp_path):
+    path = fake_packages(tmp_path, """
+        import sys, threading
+        seen = {}
+        def other_thread():
+            import plot.sub
+            seen["other"] = type(sys.modules["plot.sub"]).__name__
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join()
+        OTHER = seen["other"]
+    """)
+    seen = run_python(DEFER_PLOT, """
+        print(json.dumps(dict(other=trig.OTHER)))
+    """, path=path)
+    assert seen == dict(other="module")
+
+
+def test_a_module_attribute_read_while_the_trigger_imports_is_a_read(tmp_path):
+    path = fake_packages(tmp_path, """
+        import plot
+        from plot import __version__ as VERSION
+    """)
+    seen = run_python(DEFER_PLOT, """
+        print(json.dumps(dict(version=trig.VERSION, imports=builtins.PLOT_IMPORTS)))
+    """, path=path)
+    assert seen == dict(version="1.0", imports=["plot"])
 
 
 def test_a_read_while_the_trigger_imports_gets_the_real_module_and_defers_no_more(tmp_path):
