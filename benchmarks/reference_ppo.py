@@ -34,8 +34,8 @@ class _ActorCritic(nn.Module):
 def make_train(spec, num_envs: int, num_steps: int, num_updates: int, epochs: int = 4, minibatches: int = 4,
                lr: float = 2.5e-4, gamma: float = 0.99, gae_lambda: float = 0.95, clip_eps: float = 0.2,
                ent_coef: float = 0.01, vf_coef: float = 0.5, max_grad_norm: float = 0.5):
-    """`train(key) -> mean episode return per update` (NaN where none ended) for a discrete-action `spec`
-    (trainers.envs.EnvSpec), jit-ready."""
+    """`train(key) -> {"params": the trained parameters, "returns": mean episode return per update}`
+    (NaN where none ended) for a discrete-action `spec` (trainers.envs.EnvSpec), jit-ready."""
     env, env_params = spec.env, spec.params
     network = _ActorCritic(spec.num_actions)
     steps_per_anneal = epochs * minibatches
@@ -124,7 +124,9 @@ def make_train(spec, num_envs: int, num_steps: int, num_updates: int, epochs: in
         params = network.init(init_key, jnp.zeros((spec.obs_size,), jnp.float32))
         obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, num_envs), env_params)
         runner = (params, optimizer.init(params), env_state, obs, key)
-        _, returns = jax.lax.scan(update, runner, None, num_updates)
-        return returns
+        runner, returns = jax.lax.scan(update, runner, None, num_updates)
+        # The trained parameters too, as trainers return them: were the returns all it gave
+        # back, XLA could drop the last update's learning, which they do not depend on.
+        return {"params": runner[0], "returns": returns}
 
     return train

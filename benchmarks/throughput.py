@@ -55,6 +55,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+# Updates per measurement at least, so that the largest batches are not one call, which
+# XLA compiles without its loop.
+MIN_UPDATES = 4
 
 def timed(run):
     """(wall seconds, process CPU seconds, result) of `run()`, waited for until its result is ready."""
@@ -127,7 +130,7 @@ def main() -> None:
           f"XLA CPU worker threads: {cpus}" + (" (as rltui launch chooses)" if not args.cpu_threads else ""))
     for num_envs in args.envs:
         static = StaticConfig(env_id="CartPole-v1", num_envs=num_envs, num_steps=args.steps)
-        updates = max(1, int(args.env_steps // static.steps_per_update))
+        updates = max(MIN_UPDATES, int(args.env_steps // static.steps_per_update))
         steps = updates * static.steps_per_update
         hp = DynamicHParams.create(anneal_updates=updates)
 
@@ -191,7 +194,7 @@ def main() -> None:
 
         def reference_seconds() -> tuple[float, float]:
             wall, cpu_seconds, returns = timed(lambda: reference(jax.random.PRNGKey(0)))
-            reference_returns.append(float(np.nanmean(np.asarray(returns)[-10:])))
+            reference_returns.append(float(np.nanmean(np.asarray(returns["returns"])[-10:])))
             return wall, cpu_seconds
 
         # interleaved, reference right after scan, so drift in machine load hits both alike
@@ -333,8 +336,7 @@ def measure_one(args) -> None:
     from trainers.hparams import DynamicHParams, StaticConfig
 
     static = StaticConfig(env_id="CartPole-v1", num_envs=num_envs, num_steps=args.steps)
-    # at least 4 updates per measurement, so that the largest batches are not one call
-    updates = max(4, int(args.env_steps // static.steps_per_update))
+    updates = max(MIN_UPDATES, int(args.env_steps // static.steps_per_update))
     steps = updates * static.steps_per_update
     hp = DynamicHParams.create(anneal_updates=updates)
     result = {"workers": workers}

@@ -124,7 +124,7 @@ def reference_process(config: dict) -> None:
         vf_coef=config["vf_coef"], max_grad_norm=config["max_grad_norm"],
     )).lower(jax.random.PRNGKey(config["seed"])).compile()
     marks["compiled"] = time.time()
-    returns = np.asarray(jax.block_until_ready(train(jax.random.PRNGKey(config["seed"]))))
+    returns = np.asarray(jax.block_until_ready(train(jax.random.PRNGKey(config["seed"])))["returns"])
     marks["trained"] = time.time()
     marks["return"] = float(np.nanmean(returns[-10:]))
     print(json.dumps(marks), flush=True)
