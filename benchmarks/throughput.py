@@ -59,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # XLA compiles without its loop.
 MIN_UPDATES = 4
 
+
 def timed(run):
     """(wall seconds, process CPU seconds, result) of `run()`, waited for until its result is ready."""
     import jax

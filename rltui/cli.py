@@ -341,11 +341,11 @@ def entry() -> None:
 
     Once `main` has returned the run is over and its files are written; a Ctrl+C during the
     interpreter's teardown must not turn that clean end into "killed by SIGINT" (exit 130),
-    so the teardown ignores it. Output piped into a reader
-    that stops early (`rltui info RUN | head`) ends quietly, as other command-line tools do,
-    not with a traceback. A Ctrl+C before training starts (imports, the compile) ends with
-    one line and exit code 130, and removes the run directory it made, which holds no
-    training yet, so that the same --run-dir can be given again."""
+    so the teardown ignores it. Output piped into a reader that stops early (`rltui info
+    RUN | head`) ends quietly, as other command-line tools do, not with a traceback. A
+    Ctrl+C before training starts (imports, the compile) ends with one line and exit code
+    130, and removes the run directory it made, which holds no training yet, so that the
+    same --run-dir can be given again."""
     try:
         code = main()
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
