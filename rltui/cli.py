@@ -317,7 +317,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: l
 
         return attach.cmd_attach(args) if args.command == "attach" else attach.cmd_serve(args)
     if args.command == "watch":
-        from rltui.watch import cmd_watch
+        from rltui.watch.command import cmd_watch
 
         return cmd_watch(args)
     if args.command in ("eval", "info"):

@@ -493,7 +493,7 @@ class DashboardApp(App[None]):
         the session at a chunk boundary, or sent by an attached run on request); stepped in
         a worker thread, so neither the UI nor training waits for it."""
         from rltui.ui.screens.watch import LIVE_SPEED, WatchScreen
-        from rltui.watch import live_imports, live_player
+        from rltui.watch.live import live_imports, live_player
 
         if isinstance(self.screen, WatchScreen):
             return

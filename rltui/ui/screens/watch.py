@@ -86,7 +86,7 @@ class LinesPane(Widget):
 
 
 class WatchScreen(Screen):
-    """`player` is an rltui.watch.Player; or `make_player(cancelled)` builds one in the
+    """`player` is an rltui.watch.player.Player; or `make_player(cancelled)` builds one in the
     worker (the dashboard's live view: it waits for the run's parameters) and returns None
     if `cancelled()` became true meanwhile. Plays until `episodes` episodes have ended (0:
     forever), then holds the last frame."""
@@ -245,7 +245,7 @@ class WatchScreen(Screen):
         self.frames += 1
 
     def _draw(self) -> None:
-        from rltui.watch import describe_step
+        from rltui.watch.describe import describe_step
 
         self._redraw_asked = False
         player = self.player

@@ -1,0 +1,40 @@
+"""The text beside the watch view's picture: the step just taken, the episode so far, and
+what the policy made of the state.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.text import Text
+
+from rltui.watch.player import Player
+
+
+def describe_step(player: Player) -> Text:
+    """The panel beside the picture: step, reward, return, action, the policy's view."""
+    ep, view = player.episode, player.episode.last
+    text = Text()
+    text.append(f"{player.env_id}  {player.seed_label}\n", style="bold")
+    text.append(f"mode    {'greedy' if player.greedy else 'sampled'}\n")
+    if player.live is not None:
+        text.append(f"policy  update {player.policy_update}\n")
+        if player.live.problem:
+            text.append(f"{player.live.problem}\n", style="yellow")
+    text.append(f"episode {player.episode_count}  step {ep.step}\n")
+    if view is None:
+        text.append("(no step yet)\n", style="dim")
+        return text
+    text.append(f"reward  {view.reward:+.3f}\nreturn  {ep.ret:.2f}\nV(s)    {view.value:+.3f}\n")
+    if view.probs is not None:
+        text.append(f"action  {view.action}\n")
+        for i, p in enumerate(view.probs[:12]):
+            bar = "█" * int(round(p * 20))
+            text.append(f"  {i:>2} {p:5.2f} ", style="bold" if i == view.action else "")
+            text.append(bar + "\n", style="cyan" if i == view.action else "dim")
+    else:
+        text.append("action  " + " ".join(f"{a:+.2f}" for a in np.atleast_1d(view.action)) + "\n")
+        text.append("mean    " + " ".join(f"{a:+.2f}" for a in np.atleast_1d(view.mean)) + "\n")
+        text.append("std     " + " ".join(f"{a:.2f}" for a in np.atleast_1d(view.std)) + "\n")
+    if ep.done:
+        text.append("episode over\n", style="yellow")
+    return text
