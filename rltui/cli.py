@@ -168,11 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--port", type=int, default=8000, help="TCP port to listen on (default 8000)")
     serve.add_argument("--theme", metavar="NAME", help="dashboard theme (default rltui-dark)")
-    from rltui import compare, export, runs_view
+    from rltui import compare, export
+    from rltui.runs_view import command as runs_command
 
     export.add_parser(sub)
     compare.add_parser(sub)
-    runs_view.add_parser(sub)
+    runs_command.add_parser(sub)
     return parser
 
 
@@ -325,7 +326,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: l
 
         return inspect_checkpoint.cmd_eval(args) if args.command == "eval" else inspect_checkpoint.cmd_info(args)
     if args.command == "runs":
-        from rltui.runs_view import cmd_runs
+        from rltui.runs_view.command import cmd_runs
 
         return cmd_runs(args)
     if args.command in ("export", "compare"):

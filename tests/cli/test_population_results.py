@@ -14,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from rltui import runs_view as rv
 from rltui.cli import main
 from rltui.export import read_run
+from rltui.runs_view.curves import metric_choices, overlay
+from rltui.runs_view.discovery import state_of
+from rltui.runs_view.loading import load_run
+from rltui.runs_view.rows import matches, row_of
 
 from test_cli import rltui
 
@@ -151,24 +154,24 @@ def test_compare_takes_a_populations_best_member(tmp_path, capsys):
 def test_runs_view_row_and_overlay_of_a_population(tmp_path):
     from test_export import make_run
 
-    pop = rv.load_run(make_population_run(tmp_path / "pop"))
-    row = rv.row_of(pop, rv.state_of(pop.events, live=False))
+    pop = load_run(make_population_run(tmp_path / "pop"))
+    row = row_of(pop, state_of(pop.events, live=False))
     assert row.algo == "ppo, population 3x1" and row.population == "3x1"
     assert row.state.name == "finished"  # a member's freeze is not the run's end
     assert row.best_member == 2 and row.latest == pytest.approx(360.0) and row.best == pytest.approx(360.0)
-    assert rv.matches(row, pop.config, "population")
+    assert matches(row, pop.config, "population")
 
-    lines = rv.overlay([pop], "episode_return", smoothing=0.0).lines
+    lines = overlay([pop], "episode_return", smoothing=0.0).lines
     assert [line.label for line in lines] == ["pop m0", "pop m1", "pop m2"]
     assert len(lines[0].xs) == 8 and lines[2].ys[-1] == pytest.approx(360.0)
-    choices = rv.metric_choices([pop])
+    choices = metric_choices([pop])
     assert choices[0] == "episode_return" and "members/1/episode_return" in choices
     assert not [c for c in choices if "/seed_" in c]
 
-    single = rv.load_run(make_run(tmp_path / "single", 4))
-    plain = rv.row_of(single, rv.state_of(single.events, live=False))
+    single = load_run(make_run(tmp_path / "single", 4))
+    plain = row_of(single, state_of(single.events, live=False))
     assert plain.algo == "ppo" and plain.population == "" and plain.best_member is None
-    assert [line.label for line in rv.overlay([single], "episode_return").lines] == ["single"]
+    assert [line.label for line in overlay([single], "episode_return").lines] == ["single"]
 
 
 # --- info: a real checkpoint of a tiny population -------------------------------------------

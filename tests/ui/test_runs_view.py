@@ -15,9 +15,12 @@ import numpy as np
 import pytest
 from test_export import STEPS, make_run
 
-from rltui import runs_view as rv
 from rltui.cli import main
 from rltui.compare import group_by
+from rltui.runs_view.command import AttachRequest
+from rltui.runs_view.discovery import RunState, state_of
+from rltui.runs_view.loading import RunCache, load_run
+from rltui.runs_view.rows import row_of
 
 from control_client import served
 
@@ -63,28 +66,28 @@ def files_of(root: Path) -> dict[str, tuple[int, int]]:
 
 def test_state_from_events():
     finished = events_ending("finished", "finished 12 updates")
-    assert rv.state_of(finished, live=False).name == "finished"
-    assert rv.state_of(finished, live=True).name == "live"
-    assert rv.state_of(events_ending("finished", "stopped at update 5"), live=False).name == "stopped"
+    assert state_of(finished, live=False).name == "finished"
+    assert state_of(finished, live=True).name == "live"
+    assert state_of(events_ending("finished", "stopped at update 5"), live=False).name == "stopped"
     target = events_ending("finished", "stopped at update 5", {"kind": "target_reached", "update": 5,
                                                                 "wall_time": 1, "message": "t"})
-    assert rv.state_of(target, live=False).name == "finished"
+    assert state_of(target, live=False).name == "finished"
     nonfinite = {"kind": "nonfinite", "update": 5, "wall_time": 1, "message": "x"}
-    assert rv.state_of(events_ending("finished", "stopped at update 5", nonfinite), live=False).name == "diverged"
+    assert state_of(events_ending("finished", "stopped at update 5", nonfinite), live=False).name == "diverged"
     rolled = {"kind": "rolled back", "update": 4, "wall_time": 1, "message": "x"}
-    assert rv.state_of(events_ending("finished", "finished 12 updates", nonfinite, rolled), False).name == "finished"
-    error = rv.state_of(events_ending("error", "boom"), live=False)
+    assert state_of(events_ending("finished", "finished 12 updates", nonfinite, rolled), False).name == "finished"
+    error = state_of(events_ending("error", "boom"), live=False)
     assert error.name == "crashed" and "boom" in error.detail
-    assert rv.state_of(finished[:1], live=False, socket_left=True) == rv.RunState(
+    assert state_of(finished[:1], live=False, socket_left=True) == RunState(
         "crashed", "its control socket no longer answers")
     # A run resumed after it finished is judged by its last session.
     resumed = finished + [{"kind": "resumed", "update": 12, "wall_time": 3, "message": "r"}]
-    assert rv.state_of(resumed, live=False).name == "crashed"
+    assert state_of(resumed, live=False).name == "crashed"
 
 
 def test_loaded_run_columns_and_cache(tmp_path):
     run = make_run(tmp_path / "r", 12, seeds=2)
-    cache = rv.RunCache()
+    cache = RunCache()
     loaded = cache.get(run)
     assert loaded.env_steps == 12 * STEPS and loaded.updates == 12 and not loaded.damaged
     steps, values = loaded.curve("episode_return")
@@ -152,7 +155,7 @@ async def test_the_list_shows_every_state_and_marks_a_damaged_run(runs_dir, tmp_
             table.move_cursor(row=screen.shown.index(screen.rows[live]))
             await pilot.press("enter")
             await until(pilot, lambda: app.return_value is not None)
-        assert app.return_value == rv.AttachRequest(live)
+        assert app.return_value == AttachRequest(live)
     after = files_of(runs_dir)
     assert {k: v for k, v in after.items() if not k.endswith("control.sock")} == \
         {k: v for k, v in before.items() if not k.endswith("control.sock")}  # nothing written
@@ -224,7 +227,7 @@ async def test_grouping_matches_compare_group_by(runs_dir, tmp_path):
         assert screen.controls.group == "lr"
         chart = screen.query_one(RunsChart)
         await until(pilot, lambda: chart.shown is not None and chart.shown.group == "lr")
-        runs = [rv.load_run(runs_dir / n) for n in names]
+        runs = [load_run(runs_dir / n) for n in names]
         expected = {k: tuple(r.name for r in members) for k, members in group_by(runs, "lr").items()}
         assert {b.key: b.members for b in chart.shown.bands} == expected
         assert [b.label for b in chart.shown.bands] == ["lr=0.0003 (1)", "lr=0.001 (2)"]
@@ -322,5 +325,5 @@ def test_snapshot_with_an_overlay(snap_compare, runs_dir, tmp_path, monkeypatch)
 
 
 def test_nan_latest_is_a_dash(tmp_path):
-    run = rv.load_run(make_run(tmp_path / "r", 2, ret=lambda u: math.nan))
-    assert math.isnan(rv.row_of(run, rv.RunState("finished", "")).latest)
+    run = load_run(make_run(tmp_path / "r", 2, ret=lambda u: math.nan))
+    assert math.isnan(row_of(run, RunState("finished", "")).latest)

@@ -1,11 +1,11 @@
 """The runs view (`rltui runs`): every run in a directory, and the curves of those picked.
 
-The list is read in a worker thread (rltui.runs_view: a cache per run, so only runs whose
-files changed are read again) every `refresh_interval` seconds, and the curves are worked
-out in another, so a huge run never holds up the keys. Keys: space selects a run, Enter
-attaches to a live run (the view exits with an AttachRequest) or opens a run's curves,
-s/S sort, / or any other letter filters, m metric, x x axis, w/W smoothing, g group by a
-config key, i mean/IQM, c clears the selection, q quits."""
+The list is read in a worker thread (rltui.runs_view.loading: a cache per run, so only
+runs whose files changed are read again) every `refresh_interval` seconds, and the curves
+are worked out in another, so a huge run never holds up the keys. Keys: space selects a
+run, Enter attaches to a live run (the view exits with an AttachRequest) or opens a run's
+curves, s/S sort, / or any other letter filters, m metric, x x axis, w/W smoothing, g
+group by a config key, i mean/IQM, c clears the selection, q quits."""
 
 from __future__ import annotations
 
@@ -23,7 +23,11 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 from textual_plotext import PlotextPlot
 
-from rltui import runs_view as rv
+from rltui.runs_view.command import AttachRequest
+from rltui.runs_view.curves import SMOOTHING, STATISTIC_NAMES, X_AXES, Overlay, group_keys, metric_choices, overlay
+from rltui.runs_view.discovery import has_socket, scan_runs, socket_answers, state_of
+from rltui.runs_view.loading import LoadedRun, RunCache
+from rltui.runs_view.rows import RETURN, SORT_KEYS, RunRow, differences, matches, row_of, sort_rows
 from rltui.ui.format import count_ticks, fmt_count, fmt_duration, time_ticks
 from rltui.ui.widgets.chart import band_path
 
@@ -51,7 +55,7 @@ class RunsChart(PlotextPlot):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.shown: rv.Overlay | None = None
+        self.shown: Overlay | None = None
         self.empty_text = "select runs with space to overlay their curves"
 
     def on_mount(self) -> None:
@@ -63,7 +67,7 @@ class RunsChart(PlotextPlot):
         names = [theme.primary, theme.secondary, theme.accent, theme.warning, theme.success, theme.error]
         return [Color.parse(c) for c in names if c]
 
-    def show(self, overlay: rv.Overlay | None) -> None:
+    def show(self, overlay: Overlay | None) -> None:
         self.shown = overlay
         plt = self.plt
         plt.clear_data()
@@ -101,7 +105,7 @@ class RunsChart(PlotextPlot):
 class CurveControls:
     """The chart settings shared by the list and a run's own curves screen."""
 
-    metric: str = rv.RETURN
+    metric: str = RETURN
     x_axis: str = "steps"
     smoothing: float = 0.6
     group: str | None = None
@@ -132,7 +136,7 @@ class RunsScreen(Screen):
         Binding("q", "quit", "quit"),
     ]
 
-    def __init__(self, root: Path, cache: rv.RunCache, *, probe=rv.socket_answers, refresh_interval: float = 2.0,
+    def __init__(self, root: Path, cache: RunCache, *, probe=socket_answers, refresh_interval: float = 2.0,
                  points: int | None = None):
         super().__init__()
         self.root = Path(root)
@@ -141,15 +145,15 @@ class RunsScreen(Screen):
         self.refresh_interval = refresh_interval
         self.points = points
         self.controls = CurveControls()
-        self.rows: dict[Path, rv.RunRow] = {}
-        self.shown: list[rv.RunRow] = []  # the rows in the table, in order
+        self.rows: dict[Path, RunRow] = {}
+        self.shown: list[RunRow] = []  # the rows in the table, in order
         self.selected: list[Path] = []  # in the order picked: the first is what differences are against
         self.sort_key = "started"
         self.descending = True
         self.filter_text = ""
         self.loaded = False  # the first scan is in
         self.scan_seconds = 0.0
-        self.overlay: rv.Overlay | None = None
+        self.overlay: Overlay | None = None
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="filter: words to match in name, env, algo, state or key=value (/ to type, Esc: list)",
@@ -175,7 +179,7 @@ class RunsScreen(Screen):
     def scan(self) -> None:
         clock = time.perf_counter()
         try:
-            paths = rv.scan_runs(self.root)
+            paths = scan_runs(self.root)
         except Exception as err:  # noqa: BLE001 - the directory went away: say so, keep the list
             self.app.call_from_thread(self._status, f"cannot read {self.root}: {err}")
             return
@@ -183,11 +187,11 @@ class RunsScreen(Screen):
         for path in paths:
             run = self.cache.get(path)
             live = self.probe(path)
-            rows[path] = rv.row_of(run, rv.state_of(run.events, live, socket_left=not live and rv.has_socket(path)))
+            rows[path] = row_of(run, state_of(run.events, live, socket_left=not live and has_socket(path)))
         seconds = time.perf_counter() - clock
         self.app.call_from_thread(self._apply, rows, seconds)
 
-    def _apply(self, rows: dict[Path, rv.RunRow], seconds: float) -> None:
+    def _apply(self, rows: dict[Path, RunRow], seconds: float) -> None:
         changed = rows != self.rows
         self.rows, self.scan_seconds = rows, seconds
         self.selected = [p for p in self.selected if p in rows]
@@ -206,8 +210,8 @@ class RunsScreen(Screen):
     def fill(self) -> None:
         table = self.query_one(DataTable)
         current = self.cursor_path()
-        rows = [r for r in self.rows.values() if rv.matches(r, self.config_of(r.path), self.filter_text)]
-        self.shown = rv.sort_rows(rows, self.sort_key, self.descending)
+        rows = [r for r in self.rows.values() if matches(r, self.config_of(r.path), self.filter_text)]
+        self.shown = sort_rows(rows, self.sort_key, self.descending)
         base = self.config_of(self.selected[0]) if self.selected else None
         table.clear()
         for row in self.shown:
@@ -217,7 +221,7 @@ class RunsScreen(Screen):
             if row.damaged:
                 name = Text.assemble(("⚠ ", "bold red"), (row.name, "red"))
             config = self.config_of(row.path)
-            diff = rv.differences(base, config) if base is not None else ""
+            diff = differences(base, config) if base is not None else ""
             if base is not None and row.path == self.selected[0]:
                 diff = "(first)"
             table.add_row(
@@ -272,14 +276,14 @@ class RunsScreen(Screen):
         if row is None:
             return
         if row.state.name == "live":
-            self.app.exit(rv.AttachRequest(path))
+            self.app.exit(AttachRequest(path))
             return
         run = self.cache.cached(path)
         if run is not None:
             self.app.push_screen(CurvesScreen(run, self.controls))
 
     # --- the curves -----------------------------------------------------------------------------
-    def selected_runs(self) -> list[rv.LoadedRun]:
+    def selected_runs(self) -> list[LoadedRun]:
         return [run for run in (self.cache.cached(p) for p in self.selected) if run is not None]
 
     def redraw_curves(self) -> None:
@@ -291,15 +295,15 @@ class RunsScreen(Screen):
         self.compute(runs)
 
     @work(thread=True, exclusive=True, group="curves")
-    def compute(self, runs: list[rv.LoadedRun]) -> None:
+    def compute(self, runs: list[LoadedRun]) -> None:
         c = self.controls
         chart = self.query_one(RunsChart)
         points = self.points or max(40, 2 * chart.size.width)
-        result = rv.overlay(runs, c.metric, x_axis=c.x_axis, smoothing=c.smoothing, group=c.group,
+        result = overlay(runs, c.metric, x_axis=c.x_axis, smoothing=c.smoothing, group=c.group,
                             statistic=c.statistic, points=points)
         self.app.call_from_thread(self._show_overlay, result)
 
-    def _show_overlay(self, result: rv.Overlay) -> None:
+    def _show_overlay(self, result: Overlay) -> None:
         self.overlay = result
         self.query_one(RunsChart).show(result)
         self._status()
@@ -313,7 +317,7 @@ class RunsScreen(Screen):
             self.selected.remove(path)
         else:
             self.selected.append(path)
-        if self.controls.group and self.controls.group not in rv.group_keys(self.selected_runs()):
+        if self.controls.group and self.controls.group not in group_keys(self.selected_runs()):
             self.controls.group = None
         self.fill()
         self.redraw_curves()
@@ -327,7 +331,7 @@ class RunsScreen(Screen):
         self._status()
 
     def action_sort(self) -> None:
-        keys = list(rv.SORT_KEYS)
+        keys = list(SORT_KEYS)
         self.sort_key = keys[(keys.index(self.sort_key) + 1) % len(keys)]
         self.descending = self.sort_key in ("started", "env steps", "latest", "best", "wall time")
         self.fill()
@@ -339,7 +343,7 @@ class RunsScreen(Screen):
         self._status()
 
     def action_metric(self) -> None:
-        choices = rv.metric_choices(self.selected_runs() or [r for r in (self.cache.cached(p) for p in self.rows) if r])
+        choices = metric_choices(self.selected_runs() or [r for r in (self.cache.cached(p) for p in self.rows) if r])
         if choices:
             c = self.controls
             c.metric = choices[(choices.index(c.metric) + 1) % len(choices)] if c.metric in choices else choices[0]
@@ -347,11 +351,11 @@ class RunsScreen(Screen):
         self._status()
 
     def action_x_axis(self) -> None:
-        self.controls.x_axis = rv.X_AXES[(rv.X_AXES.index(self.controls.x_axis) + 1) % len(rv.X_AXES)]
+        self.controls.x_axis = X_AXES[(X_AXES.index(self.controls.x_axis) + 1) % len(X_AXES)]
         self.redraw_curves()
 
     def _step_smoothing(self, by: int) -> None:
-        levels = rv.SMOOTHING
+        levels = SMOOTHING
         c = self.controls
         index = min(range(len(levels)), key=lambda i: abs(levels[i] - c.smoothing))
         c.smoothing = levels[max(0, min(len(levels) - 1, index + by))]
@@ -365,7 +369,7 @@ class RunsScreen(Screen):
         self._step_smoothing(-1)
 
     def action_group(self) -> None:
-        keys = [None, *rv.group_keys(self.selected_runs())]
+        keys = [None, *group_keys(self.selected_runs())]
         c = self.controls
         c.group = keys[(keys.index(c.group) + 1) % len(keys)] if c.group in keys else None
         if c.group is None and len(keys) == 1:
@@ -374,7 +378,7 @@ class RunsScreen(Screen):
         self._status()
 
     def action_statistic(self) -> None:
-        names = rv.STATISTIC_NAMES
+        names = STATISTIC_NAMES
         self.controls.statistic = names[(names.index(self.controls.statistic) + 1) % len(names)]
         self.redraw_curves()
         self._status()
@@ -421,7 +425,7 @@ class CurvesScreen(Screen):
         Binding("escape,q", "close", "back"),
     ]
 
-    def __init__(self, run: rv.LoadedRun, controls: CurveControls):
+    def __init__(self, run: LoadedRun, controls: CurveControls):
         super().__init__()
         self.run = run
         self.controls = controls
@@ -440,7 +444,7 @@ class CurvesScreen(Screen):
     def redraw(self) -> None:
         c = self.controls
         chart = self.query_one(RunsChart)
-        result = rv.overlay([self.run], c.metric, x_axis=c.x_axis, smoothing=c.smoothing,
+        result = overlay([self.run], c.metric, x_axis=c.x_axis, smoothing=c.smoothing,
                             points=max(40, 2 * chart.size.width))
         chart.show(result)
         problems = f" · ⚠ {'; '.join(self.run.problems)}" if self.run.problems else ""
@@ -450,24 +454,24 @@ class CurvesScreen(Screen):
             overflow="ellipsis"))
 
     def action_metric(self) -> None:
-        choices = rv.metric_choices([self.run])
+        choices = metric_choices([self.run])
         if choices:
             c = self.controls
             c.metric = choices[(choices.index(c.metric) + 1) % len(choices)] if c.metric in choices else choices[0]
         self.redraw()
 
     def action_x_axis(self) -> None:
-        self.controls.x_axis = rv.X_AXES[(rv.X_AXES.index(self.controls.x_axis) + 1) % len(rv.X_AXES)]
+        self.controls.x_axis = X_AXES[(X_AXES.index(self.controls.x_axis) + 1) % len(X_AXES)]
         self.redraw()
 
     def action_smoother(self) -> None:
-        levels = rv.SMOOTHING
+        levels = SMOOTHING
         index = min(range(len(levels)), key=lambda i: abs(levels[i] - self.controls.smoothing))
         self.controls.smoothing = levels[min(len(levels) - 1, index + 1)]
         self.redraw()
 
     def action_rougher(self) -> None:
-        levels = rv.SMOOTHING
+        levels = SMOOTHING
         index = min(range(len(levels)), key=lambda i: abs(levels[i] - self.controls.smoothing))
         self.controls.smoothing = levels[max(0, index - 1)]
         self.redraw()
@@ -480,13 +484,13 @@ class CurvesScreen(Screen):
 
 
 class RunsApp(App):
-    """`rltui runs`: exits with an rltui.runs_view.AttachRequest when Enter is pressed on a
-    live run (the command then attaches), else with None."""
+    """`rltui runs`: exits with an rltui.runs_view.command.AttachRequest when Enter is
+    pressed on a live run (the command then attaches), else with None."""
 
     TITLE = "rltui runs"
 
-    def __init__(self, root: Path, *, cache: rv.RunCache | None = None, theme: str | None = None,
-                 probe=rv.socket_answers, refresh_interval: float = 2.0, user_theme_dir: Path | None = None,
+    def __init__(self, root: Path, *, cache: RunCache | None = None, theme: str | None = None,
+                 probe=socket_answers, refresh_interval: float = 2.0, user_theme_dir: Path | None = None,
                  points: int | None = None):
         super().__init__()
         from rltui.ui.themes import DEFAULT_THEME, load_themes
@@ -495,7 +499,7 @@ class RunsApp(App):
             self.register_theme(loaded)
         self.theme = theme or DEFAULT_THEME
         self.root = Path(root)
-        self.cache = cache or rv.RunCache()
+        self.cache = cache or RunCache()
         self.runs_screen = RunsScreen(self.root, self.cache, probe=probe, refresh_interval=refresh_interval,
                                       points=points)
         self.sub_title = str(self.root)
