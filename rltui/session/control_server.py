@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rltui import __version__
-from rltui.session import protocol
+from rltui.session import params_transfer, protocol, session_messages
 from rltui.session.commands import CloneMember, Command, FreezeMembers, SetHParams
 from rltui.session.control_paths import (
     ControlPathError,
@@ -75,7 +75,7 @@ LINES_PER_TURN = 32
 PARAMS_PER_SECOND = 2.0  # parameters requests taken, all clients together
 PARAMS_BURST = 4
 # Distinct parameter blobs being sent at once (clients reading an older copy slowly keep it).
-MAX_PARAMS_IN_FLIGHT = 4 * protocol.MAX_PARAMS_BYTES
+MAX_PARAMS_IN_FLIGHT = 4 * params_transfer.MAX_PARAMS_BYTES
 ACCEPTS_PER_TURN = 16
 _LISTEN, _WAKE = "listen", "wake"
 
@@ -414,7 +414,7 @@ class ControlServer(SessionListener):
                 # The whole run, bucketed, up to the same snapshot as the head and records:
                 # encoded once per snapshot, shared by the clients that attach meanwhile.
                 if self._history_line is None or self._history_line[0] is not curves:
-                    self._history_line = (curves, protocol.encode(protocol.history_message(curves)))
+                    self._history_line = (curves, protocol.encode(session_messages.history_message(curves)))
                 self._queue(client, self._history_line[1])
             client.owed = _Owed(head, collections.deque((kept.json for kept in self._history), maxlen=self.history))
             client.queue.append(client.owed)
@@ -540,8 +540,8 @@ class ControlServer(SessionListener):
             snapshot = future.result()
             encoded = self._params_encoded
             if encoded is None or encoded[0] is not snapshot:
-                blob = protocol.params_blob(snapshot.params, snapshot.obs_stats)
-                encoded = self._params_encoded = (snapshot, protocol.params_pieces(blob), len(blob))
+                blob = params_transfer.params_blob(snapshot.params, snapshot.obs_stats)
+                encoded = self._params_encoded = (snapshot, params_transfer.params_pieces(blob), len(blob))
             _, pieces, size = encoded
             in_flight = {id(item.pieces): item.size for other in self._clients for item in other.queue
                          if isinstance(item, _Blob)}
@@ -567,21 +567,21 @@ class ControlServer(SessionListener):
             self._send_params(*payload)
             return
         if kind == "metrics":
-            head = protocol.snapshot_head(payload)
-            records = [protocol.encode_record(record) for record in payload.new_records]
+            head = session_messages.snapshot_head(payload)
+            records = [session_messages.encode_record(record) for record in payload.new_records]
             self._latest_head = head
             self._latest_curves = payload.curves
             self._latest_at = time.monotonic()
             self._history.extend(_Kept(r.update, data) for r, data in zip(payload.new_records, records, strict=True))
-            line = protocol.snapshot_line(head, records)
+            line = session_messages.snapshot_line(head, records)
             for client in list(self._clients):
                 self._offer_snapshot(client, head, records, line)
             return
         if kind == "state":
             self._state, self._state_message = payload
-            data = protocol.encode(protocol.state_message(*payload))
+            data = protocol.encode(session_messages.state_message(*payload))
         else:
-            data = protocol.encode(protocol.event_message(payload))
+            data = protocol.encode(session_messages.event_message(payload))
             self._events.append(data)
             if payload.kind == "rolled back":  # a client attaching later sees the history the run goes on from
                 while self._history and self._history[-1].update > payload.update:
@@ -623,8 +623,8 @@ class ControlServer(SessionListener):
             client.queued -= len(item)
             return item
         if isinstance(item, _Blob):
-            data = protocol.encode(protocol.params_message(item.request_id, item.update, item.sent, item.pieces,
-                                                           item.size))
+            data = protocol.encode(params_transfer.params_message(item.request_id, item.update, item.sent, item.pieces,
+                                                                  item.size))
             item.sent += 1
             if item.sent == len(item.pieces):
                 client.queue.popleft()
@@ -636,7 +636,7 @@ class ControlServer(SessionListener):
             client.queue.popleft()
             if client.owed is item:
                 client.owed = None
-        return protocol.snapshot_line(item.head, piece)
+        return session_messages.snapshot_line(item.head, piece)
 
     def _send(self, client: _Client) -> None:
         """Send what the socket takes now; the rest waits for it to be writable."""
