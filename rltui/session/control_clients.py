@@ -19,7 +19,7 @@ import selectors
 import socket
 from typing import Any
 
-from rltui.session import protocol
+from rltui.session import params_transfer, protocol, session_messages
 
 
 @dataclasses.dataclass(eq=False)
@@ -90,7 +90,7 @@ class ClientQueues:
             client.queued -= len(item)
             return item
         if isinstance(item, OwedParams):
-            data = protocol.encode(protocol.params_message(item.request_id, item.update, item.sent, item.pieces,
+            data = protocol.encode(params_transfer.params_message(item.request_id, item.update, item.sent, item.pieces,
                                                            item.size))
             item.sent += 1
             if item.sent == len(item.pieces):
@@ -103,7 +103,7 @@ class ClientQueues:
             client.queue.popleft()
             if client.owed is item:
                 client.owed = None
-        return protocol.snapshot_line(item.head, piece)
+        return session_messages.snapshot_line(item.head, piece)
 
     def _send(self, client: Client) -> None:
         """Send what the socket takes now; the rest waits for it to be writable."""

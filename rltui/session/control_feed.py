@@ -14,7 +14,7 @@ import time
 from typing import Any, NamedTuple
 
 from rltui import __version__
-from rltui.session import protocol
+from rltui.session import protocol, session_messages
 from rltui.session.control_clients import Client, OwedSnapshot
 
 
@@ -58,7 +58,7 @@ class RunFeed:
                 # The whole run, bucketed, up to the same snapshot as the head and records:
                 # encoded once per snapshot, shared by the clients that attach meanwhile.
                 if self._history_line is None or self._history_line[0] is not curves:
-                    self._history_line = (curves, protocol.encode(protocol.history_message(curves)))
+                    self._history_line = (curves, protocol.encode(session_messages.history_message(curves)))
                 self._queue(client, self._history_line[1])
             client.owed = OwedSnapshot(head, collections.deque((kept.json for kept in self._history),
                                                                maxlen=self.history))
@@ -80,22 +80,22 @@ class RunFeed:
             self._send_params(*payload)
             return
         if kind == "metrics":
-            head = protocol.snapshot_head(payload)
-            records = [protocol.encode_record(record) for record in payload.new_records]
+            head = session_messages.snapshot_head(payload)
+            records = [session_messages.encode_record(record) for record in payload.new_records]
             self._latest_head = head
             self._latest_curves = payload.curves
             self._latest_at = time.monotonic()
             self._history.extend(KeptRecord(r.update, data)
                                  for r, data in zip(payload.new_records, records, strict=True))
-            line = protocol.snapshot_line(head, records)
+            line = session_messages.snapshot_line(head, records)
             for client in list(self._clients):
                 self._offer_snapshot(client, head, records, line)
             return
         if kind == "state":
             self._state, self._state_message = payload
-            data = protocol.encode(protocol.state_message(*payload))
+            data = protocol.encode(session_messages.state_message(*payload))
         else:
-            data = protocol.encode(protocol.event_message(payload))
+            data = protocol.encode(session_messages.event_message(payload))
             self._events.append(data)
             if payload.kind == "rolled back":  # a client attaching later sees the history the run goes on from
                 while self._history and self._history[-1].update > payload.update:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rltui.session import protocol
+from rltui.session import params_transfer, protocol
 from rltui.session.commands import CloneMember, Command, FreezeMembers, SetHParams
 from rltui.session.control_clients import Client, OwedParams
 from rltui.session.controller import validate_changes
@@ -22,7 +22,7 @@ from trainers.hparams import HParamError
 # budget fine-grained and let every client have its turn.
 LINES_PER_TURN = 32
 # Distinct parameter blobs being sent at once (clients reading an older copy slowly keep it).
-MAX_PARAMS_IN_FLIGHT = 4 * protocol.MAX_PARAMS_BYTES
+MAX_PARAMS_IN_FLIGHT = 4 * params_transfer.MAX_PARAMS_BYTES
 
 
 class ClientRequests:
@@ -129,8 +129,8 @@ class ClientRequests:
             snapshot = future.result()
             encoded = self._params_encoded
             if encoded is None or encoded[0] is not snapshot:
-                blob = protocol.params_blob(snapshot.params, snapshot.obs_stats)
-                encoded = self._params_encoded = (snapshot, protocol.params_pieces(blob), len(blob))
+                blob = params_transfer.params_blob(snapshot.params, snapshot.obs_stats)
+                encoded = self._params_encoded = (snapshot, params_transfer.params_pieces(blob), len(blob))
             _, pieces, size = encoded
             in_flight = {id(item.pieces): item.size for other in self._clients for item in other.queue
                          if isinstance(item, OwedParams)}

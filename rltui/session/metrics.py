@@ -282,7 +282,7 @@ def load_run_history(store: MetricsStore, path: Path, last_update: int | None = 
     start from update 1, not from the checkpoint), up to `last_update`. Streamed in batches:
     memory stays the store's, whatever the file's length. Lines that are not records (cut
     short by a crash) are passed over. Returns the number of records read."""
-    from rltui.session.protocol import record_from_json
+    from rltui.session.session_messages import record_from_json
 
     count, pending = 0, []
     try:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from rltui.errors import UsageError
-from rltui.session import protocol
+from rltui.session import params_transfer, protocol, protocol_population, session_messages
 from rltui.session.commands import Command, Stop
 from rltui.session.control_paths import find_socket
 from rltui.session.controller import SessionListener
@@ -103,7 +103,7 @@ class RemoteSession:
         self.pid = int(hello.get("pid", 0))
         self.config: dict = dict(hello.get("config") or {})
         self._describe = dict(hello.get("describe") or {})
-        self._state = protocol.parse_state(hello.get("state"))
+        self._state = session_messages.parse_state(hello.get("state"))
         self._message: str | None = hello.get("message")
         self._hparams = dict(hello.get("hparams") or {})
         self._store = MetricsStore()
@@ -116,7 +116,7 @@ class RemoteSession:
         # fills them in; a lost connection fails them).
         self._params_lock = threading.Lock()
         self._params_seq = 0
-        self._params: dict[str, tuple[Future, protocol.ParamsAssembly]] = {}
+        self._params: dict[str, tuple[Future, params_transfer.ParamsAssembly]] = {}
         if self._state.is_final:
             self._ended.set()
         self._thread = threading.Thread(target=self._read_loop, name="rltui-attach", daemon=True)
@@ -194,7 +194,7 @@ class RemoteSession:
         with self._params_lock:
             self._params_seq += 1
             request_id = f"params-{self._params_seq}"
-            self._params[request_id] = (future, protocol.ParamsAssembly())
+            self._params[request_id] = (future, params_transfer.ParamsAssembly())
         try:
             with self._send_lock:
                 self._sock.sendall(protocol.encode({"type": "params", "id": request_id}))
@@ -270,9 +270,9 @@ class RemoteSession:
             with self._lock:
                 self._store.load_curves(curves)
         elif kind == "state":
-            self._on_state(protocol.parse_state(message["state"]), message.get("message"))
+            self._on_state(session_messages.parse_state(message["state"]), message.get("message"))
         elif kind == "event":
-            self._on_event(protocol.event_from_message(message))
+            self._on_event(session_messages.event_from_message(message))
         elif kind == "params":
             self._on_params(message)
         elif kind == "error":
@@ -283,7 +283,7 @@ class RemoteSession:
         """The snapshot's population table; a malformed one is shown as none (the records
         beside it are still kept), and the user told once."""
         try:
-            return protocol.population_from_json(data)
+            return protocol_population.population_from_json(data)
         except ProtocolError as err:
             if not self._population_refused:
                 self._population_refused = True
@@ -291,14 +291,14 @@ class RemoteSession:
             return None
 
     def _on_snapshot(self, message: dict[str, Any]) -> None:
-        records = tuple(protocol.record_from_json(r) for r in message.get("records", ()))
+        records = tuple(session_messages.record_from_json(r) for r in message.get("records", ()))
         population = self._population(message.get("population"))
         with self._lock:
             self._store.extend(list(records))
             history, steps = self._store.history()
             self._hparams = dict(message.get("hparams") or self._hparams)
             self._latest = MetricsSnapshot(
-                state=protocol.parse_state(message["state"]),
+                state=session_messages.parse_state(message["state"]),
                 update=int(message["update"]),
                 total_updates=int(message["total_updates"]),
                 env_steps=int(message["env_steps"]),

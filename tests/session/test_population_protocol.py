@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from rltui.session import SessionListener, SessionState, protocol
+from rltui.session import SessionListener, SessionState, protocol, protocol_population, session_messages
 from rltui.session.commands import CloneMember, FreezeMembers, Pause, SetHParams
 from rltui.session.control_server import ControlServer
 from rltui.session.distributed import decode_row, encode_row
@@ -173,22 +173,22 @@ def test_the_population_view_round_trips_through_a_snapshot_line():
     view = population_view()
     assert [m.state for m in view.members] == [MemberState.TRAINING, MemberState.TRAINING, MemberState.FROZEN,
                                                MemberState.TRAINING]
-    head = protocol.snapshot_head(snapshot_with(view))
-    message = protocol.decode(protocol.snapshot_line(head, []))
+    head = session_messages.snapshot_head(snapshot_with(view))
+    message = protocol.decode(session_messages.snapshot_line(head, []))
     table = message["population"]
     assert table["keys"] == ["lr", "ent_coef"] and table["members"][3]["parent"] == 1
     assert table["members"][2]["latest_return"] is None  # never finished an episode: null, not NaN
-    assert_same_view(protocol.population_from_json(table), view)
+    assert_same_view(protocol_population.population_from_json(table), view)
 
 
 def test_one_agent_s_snapshot_has_no_population_field():
-    head = protocol.snapshot_head(snapshot_with(None))
+    head = session_messages.snapshot_head(snapshot_with(None))
     assert "population" not in head
-    assert protocol.population_from_json(None) is None
+    assert protocol_population.population_from_json(None) is None
 
 
 def _broken(change):
-    table = json.loads(json.dumps(protocol.population_json(population_view())))
+    table = json.loads(json.dumps(protocol_population.population_json(population_view())))
     change(table)
     return table
 
@@ -227,7 +227,7 @@ MALFORMED = [
 @pytest.mark.parametrize("table, expected", MALFORMED, ids=range(len(MALFORMED)))
 def test_a_malformed_population_table_is_a_protocol_error(table, expected):
     with pytest.raises(ProtocolError) as caught:
-        protocol.population_from_json(table)
+        protocol_population.population_from_json(table)
     assert str(caught.value) == expected
 
 
@@ -382,12 +382,12 @@ def test_a_run_sending_a_malformed_population_table_costs_the_table_not_the_reco
     try:
         listener = Recorder()
         remote.add_listener(listener)
-        head = protocol.snapshot_head(snapshot_with(population_view(), update=2))
-        records = [protocol.encode_record(r) for r in snapshot_with(None, update=2).new_records]
+        head = session_messages.snapshot_head(snapshot_with(population_view(), update=2))
+        records = [session_messages.encode_record(r) for r in snapshot_with(None, update=2).new_records]
         bad = {**head, "population": {**head["population"], "num_seeds": -1}}
-        theirs.sendall(protocol.snapshot_line(bad, records))
-        theirs.sendall(protocol.snapshot_line({**bad, "update": 3}, []))
-        theirs.sendall(protocol.snapshot_line({**head, "update": 4}, []))
+        theirs.sendall(session_messages.snapshot_line(bad, records))
+        theirs.sendall(session_messages.snapshot_line({**bad, "update": 3}, []))
+        theirs.sendall(session_messages.snapshot_line({**head, "update": 4}, []))
         wait_for(lambda: len(listener.snapshots) == 3)
         first, second, third = listener.snapshots
         assert first.population is None and [r.update for r in first.new_records] == [1, 2]

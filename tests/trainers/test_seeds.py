@@ -121,12 +121,12 @@ def test_headless_run_logs_every_seed_and_eval_reports_each(tmp_path):
 
 
 def test_per_seed_values_survive_the_control_protocol():
-    from rltui.session import protocol
+    from rltui.session import protocol, session_messages
 
     record = UpdateRecord(
         update=3, env_steps=24, wall_time=0.3, sps=80.0, values={"episode_return": 20.0},
         per_seed={"episode_return": (10.0, float("nan"), 30.0)},
     )
-    back = protocol.record_from_json(protocol.decode(protocol.encode({"type": "record", **record.to_json()})))
+    back = session_messages.record_from_json(protocol.decode(protocol.encode({"type": "record", **record.to_json()})))
     assert back.per_seed["episode_return"][0] == 10.0 and back.per_seed["episode_return"][2] == 30.0
     assert np.isnan(back.per_seed["episode_return"][1])

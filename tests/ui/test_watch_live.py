@@ -17,7 +17,8 @@ from rltui.launch import make_population
 from rltui.session import Pause, SessionState
 from rltui.session.controller import TrainingSession
 from rltui.session.interface import ParamsSnapshot, ParamsUnavailable
-from rltui.session.protocol import MAX_PARAMS_BYTES, PARAMS_PIECE_BYTES, ParamsAssembly, ProtocolError
+from rltui.session.params_transfer import MAX_PARAMS_BYTES, PARAMS_PIECE_BYTES, ParamsAssembly
+from rltui.session.protocol import ProtocolError
 from rltui.session.remote import RemoteSession
 from rltui.ui.app import WATCH_KEY, DashboardApp
 
