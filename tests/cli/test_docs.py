@@ -1,6 +1,7 @@
 """The documentation stays true: the README fits on a page and keeps its two commands, CI runs
 the README's test command, the configuration reference is what the key table generates, the
-presets' results table says what presets.toml records, and every link between pages resolves."""
+presets' results table says what presets.toml records, the architecture page names every
+module, and every link between pages resolves."""
 
 import re
 from pathlib import Path
@@ -112,3 +113,22 @@ def test_command_line_page_lists_every_command():
     page = (DOCS / "command-line.md").read_text(encoding="utf-8")
     commands = next(a for a in build_parser()._actions if a.dest == "command").choices
     assert [c for c in commands if f"rltui {c}" not in page] == []
+
+
+def test_architecture_page_names_every_module():
+    """Each module and package of `trainers/` and `rltui/` has a row in the architecture
+    page's tables, so a newcomer finds where a job lives."""
+    page = read(DOCS / "architecture.md")
+    named = set(re.findall(r"`([\w./]+)`", page))
+    missing = []
+    for package in ("trainers", "rltui"):
+        for path in sorted((ROOT / package).iterdir()):
+            if path.suffix == ".py" and path.name != "__init__.py":
+                name = path.name
+            elif path.is_dir() and (path / "__init__.py").exists():
+                name = f"{path.name}/"
+            else:
+                continue
+            if name not in named and f"{package}/{name}" not in named:
+                missing.append(f"{package}/{name}")
+    assert missing == []
