@@ -16,7 +16,8 @@ from rltui.config import RunConfig
 from rltui.headless import GuardedOutput, checkpoint_failure_line, return_text, summary_line
 from rltui.session import MetricsSnapshot, SessionState
 from rltui.session.interface import SessionClient
-from rltui.ui.app import LIVE, STOP_TIMEOUT, DashboardApp
+from rltui.ui.app import STOP_TIMEOUT, DashboardApp
+from rltui.ui.session_handlers import LIVE
 
 
 def run_dashboard(
