@@ -15,11 +15,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import importlib.util
 import json
 import re
 import sys
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, NamedTuple
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -38,7 +40,9 @@ class EnvImportError(ValueError):
 class EnvModuleNotFound(EnvImportError):
     """The env's module (or a package above it) is not installed in this process."""
 
-    def __init__(self, module: str, missing: str, hint: str = "install it, or put its directory on PYTHONPATH"):
+    HINT = "install it, or run rltui in its directory or with it on PYTHONPATH"
+
+    def __init__(self, module: str, missing: str, hint: str = HINT):
         super().__init__(f"env: cannot import {module}: no module named {missing!r} ({hint})")
         self.module, self.missing = module, missing
 
@@ -117,6 +121,37 @@ def announce_import(module: str) -> None:
     print(f"{dim}importing env module {module}{plain}", file=sys.stderr)
 
 
+def _in_working_directory(module_name: str) -> Path | None:
+    """The current directory, when the top package or module of `module_name` is there and
+    the import system does not already look there."""
+    top = module_name.partition(".")[0]
+    cwd = Path.cwd()
+    if str(cwd) in sys.path or "" in sys.path or "." in sys.path:
+        return None
+    return cwd if (cwd / f"{top}.py").is_file() or (cwd / top / "__init__.py").is_file() else None
+
+
+def _import_env_module(module_name: str) -> Any:
+    """Imports the env's module. As `python -m` does, a module in the current directory is
+    found too: the console script's sys.path lacks that directory, and an env beside the
+    user's notebook or script is where a first env lives. The directory goes last, so it
+    never shadows an installed package."""
+    here = _in_working_directory(module_name)
+    if here is not None and importlib.util.find_spec(module_name.partition(".")[0]) is None:
+        sys.path.append(str(here))
+        announce_import(f"{module_name} (from the current directory)")
+    else:
+        announce_import(module_name)
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name and (module_name == err.name or module_name.startswith(err.name + ".")):
+            raise EnvModuleNotFound(module_name, err.name) from None
+        raise EnvImportError(f"env: importing {module_name} raised {_one_line(err)}") from None
+    except Exception as err:  # noqa: BLE001 - the user's module may raise anything
+        raise EnvImportError(f"env: importing {module_name} raised {_one_line(err)}") from None
+
+
 def module_of(env_id: str) -> str | None:
     """The module an env id imports, or None when it imports nothing."""
     if not is_import_path(env_id):
@@ -144,15 +179,7 @@ def load(env_id: str) -> EnvSource:
     if not IMPORT_PATH.match(ref.path):
         raise EnvImportError(f"env: expected an import path like my_pkg.envs:make_env, got {ref.path!r}")
     module_name, _, attr = ref.path.partition(":")
-    announce_import(module_name)
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as err:
-        if err.name and (module_name == err.name or module_name.startswith(err.name + ".")):
-            raise EnvModuleNotFound(module_name, err.name) from None
-        raise EnvImportError(f"env: importing {module_name} raised {_one_line(err)}") from None
-    except Exception as err:  # noqa: BLE001 - the user's module may raise anything
-        raise EnvImportError(f"env: importing {module_name} raised {_one_line(err)}") from None
+    module = _import_env_module(module_name)
     target: Any = module
     for part in attr.split("."):
         try:

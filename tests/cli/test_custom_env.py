@@ -171,8 +171,8 @@ def raises(arms=2):
 
 BAD_INPUTS = {
     "not installed": ("no_such_pkg.envs:make", (
-                      "env: cannot import no_such_pkg.envs: no module named 'no_such_pkg' (install it, or put its "
-                      "directory on PYTHONPATH)")),
+                      "env: cannot import no_such_pkg.envs: no module named 'no_such_pkg' (install it, or run rltui "
+                      "in its directory or with it on PYTHONPATH)")),
     "no attribute": ("test_custom_env:make_nothing", "env: module test_custom_env has no attribute 'make_nothing'"),
     "import raises": ("import_raises:make", "env: importing import_raises raised RuntimeError: no GPU here"),
     "call raises": ("bad_envs:raises", "env: bad_envs:raises() raised ValueError: arms must be positive"),
@@ -269,7 +269,8 @@ def test_eval_where_the_env_module_cannot_be_imported_is_one_line(trained):
     last = done.stderr.strip().splitlines()[-1]
     assert last == (
         "rltui: error: eval: the run's env test_custom_env:make_bandit cannot be built here: cannot import "
-        "test_custom_env: no module named 'test_custom_env' (install it, or put its directory on PYTHONPATH)"
+        "test_custom_env: no module named 'test_custom_env' (install it, or run rltui in its directory or with it on "
+        "PYTHONPATH)"
     ), last
 
 
@@ -353,3 +354,25 @@ def test_an_env_that_declares_no_step_limit_is_evaluated_to_the_default_limit():
                        initial_hidden=None, episodes=4)
     assert returns.shape == (4,)
     assert all(0.0 <= r <= 10.0 for r in returns.tolist())  # ten steps of at most 1
+
+
+def test_an_env_module_in_the_working_directory_is_found_as_python_m_finds_it(tmp_path):
+    """A console script's sys.path lacks the current directory; an env module there is
+    imported anyway (last on the path), and the notice says where it came from."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir(), elsewhere.mkdir()
+    (project / "bandit_env.py").write_text((TESTS / "test_custom_env.py").read_text())
+    script = elsewhere / "rltui_script.py"  # like the installed `rltui`: its own directory is sys.path[0]
+    script.write_text("import sys\nfrom rltui.cli import entry\nsys.exit(entry())\n")
+
+    def check_env(cwd: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(script), "check-env", "bandit_env:make_bandit"], cwd=cwd,
+                              env=cli_env(tmp_path, with_module=False), capture_output=True, text=True,
+                              timeout=300, check=False)
+
+    found = check_env(project)
+    assert found.returncode == 0, found.stderr
+    assert "importing env module bandit_env (from the current directory)" in found.stderr
+    missing = check_env(elsewhere)
+    assert missing.returncode == 2, missing.stderr
+    assert "cannot import bandit_env: no module named 'bandit_env'" in missing.stderr.strip().splitlines()[-1]
