@@ -134,7 +134,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     from rltui import presets
-    from rltui.config import build_config, parse_overrides
+    from rltui.config import build_config
+    from rltui.config_toml import parse_overrides
     from trainers.envs import make_env
 
     envs = args.envs or measured_envs(args.algo)

@@ -59,7 +59,8 @@ print(json.dumps(dict(rltui_cli=t[1] - t[0], jax=t[2] - t[1], backend_start=t[3]
 
 def run_rltui(cache: Path, runs: Path, sets: list[str]) -> dict:
     # imported here, so that the reference's process imports nothing of rltui's
-    from rltui.config import build_config, load_toml
+    from rltui.config import build_config
+    from rltui.config_toml import load_toml
 
     run_dir = Path(tempfile.mkdtemp(dir=runs)) / "run"
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}

@@ -275,7 +275,7 @@ def cmd_check_env(args) -> int:
     try:
         env_id = coerce_value("env", args.spec)
         if args.env_kwargs:
-            from rltui.config import parse_set_value
+            from rltui.config_toml import parse_set_value
             from trainers.env_import import env_id_with_kwargs, is_import_path
 
             kwargs = parse_set_value(args.env_kwargs)

@@ -6,7 +6,8 @@ validators, the resumable set, the trainer's `StaticConfig` and `DynamicHParams`
 configuration reference (docs/configuration.md, `python -m rltui.config_reference`) derive
 from them. Keys are flat and identical in TOML and `--set`. Every bad value raises
 `ConfigError` with one line naming the field and what is allowed. No JAX import here:
-validation runs before anything starts.
+validation runs before anything starts. `rltui.config_toml` reads and writes the TOML and
+`--set` text.
 """
 
 from __future__ import annotations
@@ -15,9 +16,7 @@ import copy
 import dataclasses
 import functools
 import os
-import sys
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from rltui.errors import UsageError
@@ -48,11 +47,6 @@ from trainers.keys import (
     closest,
     quote,
 )
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 
 class ConfigError(UsageError):
@@ -226,96 +220,18 @@ def int_range(key: str) -> IntRange:
 def coerce_value(key: str, value: Any) -> Any:
     """`value` (from TOML or `--set`) as key `key` holds it, or ConfigError."""
     try:
-        return KEYS[_known_key(key, value)].coerce(value)
+        return KEYS[known_key(key, value)].coerce(value)
     except HParamError as err:
         raise ConfigError(str(err)) from None
-
-
-def parse_set_value(text: str) -> Any:
-    """Read a `--set` value as a TOML value (numbers, booleans, arrays, quoted strings);
-    anything that is not valid TOML is taken as a bare string (e.g. Acrobot-v1). A value
-    TOML reads as a number or array but Python cannot hold raises ConfigError."""
-    try:
-        return _parse_toml(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
-def _parse_toml(text: str) -> dict[str, Any]:
-    """tomllib.loads, with the inputs it fails on outside TOMLDecodeError as ConfigError
-    (the message lacks the field; callers add it)."""
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        raise
-    except RecursionError:  # the parser recurses once per level of nested arrays
-        raise ConfigError("arrays are nested too deeply to read") from None
-    except ValueError:  # an integer longer than Python converts from text
-        raise ConfigError(
-            f"a number has more than {sys.get_int_max_str_digits():,} digits, too many to read"
-        ) from None
-
-
-# Table keys whose entries can be set one at a time (`--set sweep.lr=[1e-4,3e-4]`, or
-# `rltui launch --sweep lr=[1e-4,3e-4]`): such entries merge over the table of the sources
-# below them, entry by entry, where a whole table (`--set sweep={...}`) replaces it.
-ENTRY_TABLES = ("sweep",)
 
 
 class TableEntries(dict):
     """Entries of a table key, set one at a time: they merge over the lower sources' table."""
 
 
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        key = key.strip()
-        table, dot, entry = key.partition(".")
-        if not sep or not key or (dot and table in ENTRY_TABLES and not entry):
-            raise ConfigError(f"--set: expected key=value, got {quote(item)}")
-        try:
-            value = parse_set_value(text.strip())
-        except ConfigError as err:
-            raise ConfigError(f"{key if dot and table in ENTRY_TABLES else _known_key(key, None)}: {err}") from None
-        if dot and table in ENTRY_TABLES:
-            entries = out.get(table)
-            if isinstance(entries, dict):
-                out[table] = type(entries)({**entries, entry: value})
-            else:
-                out[table] = TableEntries({entry: value})
-        else:
-            out[key] = value
-    return out
-
-
-def load_toml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"--config: no such file: {path}") from None
-    except OSError as err:
-        raise ConfigError(f"--config: cannot read {path}: {err.strerror}") from None
-    except UnicodeDecodeError as err:
-        raise ConfigError(
-            f"--config: {path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}); "
-            "TOML files are UTF-8"
-        ) from None
-    try:
-        values = _parse_toml(text)
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"--config: {path} is not valid TOML: {err}") from None
-    except ConfigError as err:
-        raise ConfigError(f"--config: {path} is not readable as TOML: {err}") from None
-    try:  # checked here so that an error names the file it is in, not only the key
-        for key, value in values.items():
-            coerce_value(key, value)
-    except ConfigError as err:
-        raise ConfigError(f"--config: {path}: {err}") from None
-    return values
-
-
-def _known_key(key: str, value: Any) -> str:
+def known_key(key: str, value: Any) -> str:
+    """`key` if it is a configuration key, else ConfigError naming it (`value`, a table,
+    gets a message of its own)."""
     if key not in KEYS:
         if isinstance(value, dict):
             raise ConfigError(f"{_show_key(key)}: tables are not supported; keys are flat (e.g. lr = 3e-4)")
@@ -469,9 +385,3 @@ def check_devices(config: Any, num_devices: int) -> None:
     if problem is not None:
         key, reason = problem
         raise ConfigError(f"{key}: {reason}")
-
-
-def dump_toml(config: RunConfig) -> str:
-    import tomli_w
-
-    return tomli_w.dumps(config.to_toml_dict())

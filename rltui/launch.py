@@ -13,10 +13,9 @@ from rltui.config import (
     RunConfig,
     build_config,
     check_devices,
-    load_toml,
-    parse_overrides,
     resume_config,
 )
+from rltui.config_toml import load_toml, parse_overrides
 from rltui.errors import UsageError, report
 from rltui.ui import can_show_dashboard
 

@@ -15,7 +15,8 @@ import re
 import sys
 from pathlib import Path
 
-from rltui.config import ConfigError, RunConfig, dump_toml
+from rltui.config import ConfigError, RunConfig
+from rltui.config_toml import dump_toml
 
 # Characters a directory name keeps from an env id; any other run of characters (an import
 # path's ':', an API object's '#', a space) becomes one '-', so that the name is safe to type

@@ -1,4 +1,4 @@
-"""rltui.config: defaults < TOML file < --set, and one-line ConfigErrors naming the field."""
+"""rltui.config and rltui.config_toml: defaults < TOML file < --set, and one-line ConfigErrors naming the field."""
 
 from __future__ import annotations
 
@@ -18,12 +18,9 @@ from rltui.config import (
     check_devices,
     check_run_name,
     coerce_value,
-    dump_toml,
     hparams_as_config,
-    load_toml,
-    parse_overrides,
-    parse_set_value,
 )
+from rltui.config_toml import dump_toml, load_toml, parse_overrides, parse_set_value
 from trainers.hparams import quote
 
 if sys.version_info >= (3, 11):

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from rltui import presets
-from rltui.config import RunConfig, build_config, dump_toml, parse_overrides
+from rltui.config import RunConfig, build_config
+from rltui.config_toml import dump_toml, parse_overrides
 from rltui.rundir import write_config
 from trainers.envs import BSUITE, MASKED_ENVS, MINATAR, MISC, SUPPORTED_ENVS
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from rltui.cli import main
-from rltui.config import build_config, dump_toml, load_toml, parse_overrides
+from rltui.config import build_config
+from rltui.config_toml import dump_toml, load_toml, parse_overrides
 from rltui.errors import UsageError
 from rltui.population import MAX_AGENTS, plan_sweep
 

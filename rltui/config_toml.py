@@ -1,0 +1,104 @@
+"""Configuration as TOML text: a `--config` file and `--set key=value` items read into
+values for `config.build_config`, and a `RunConfig` written back as the run's config.toml.
+Files and values are read as data (tomllib), never executed; every bad one raises
+`ConfigError` with one line naming the field, or the file."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from rltui.config import ConfigError, RunConfig, TableEntries, coerce_value, known_key
+from trainers.keys import quote
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+def parse_set_value(text: str) -> Any:
+    """Read a `--set` value as a TOML value (numbers, booleans, arrays, quoted strings);
+    anything that is not valid TOML is taken as a bare string (e.g. Acrobot-v1). A value
+    TOML reads as a number or array but Python cannot hold raises ConfigError."""
+    try:
+        return _parse_toml(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _parse_toml(text: str) -> dict[str, Any]:
+    """tomllib.loads, with the inputs it fails on outside TOMLDecodeError as ConfigError
+    (the message lacks the field; callers add it)."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        raise
+    except RecursionError:  # the parser recurses once per level of nested arrays
+        raise ConfigError("arrays are nested too deeply to read") from None
+    except ValueError:  # an integer longer than Python converts from text
+        raise ConfigError(
+            f"a number has more than {sys.get_int_max_str_digits():,} digits, too many to read"
+        ) from None
+
+
+# Table keys whose entries can be set one at a time (`--set sweep.lr=[1e-4,3e-4]`, or
+# `rltui launch --sweep lr=[1e-4,3e-4]`): such entries merge over the table of the sources
+# below them, entry by entry, where a whole table (`--set sweep={...}`) replaces it.
+ENTRY_TABLES = ("sweep",)
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        table, dot, entry = key.partition(".")
+        if not sep or not key or (dot and table in ENTRY_TABLES and not entry):
+            raise ConfigError(f"--set: expected key=value, got {quote(item)}")
+        try:
+            value = parse_set_value(text.strip())
+        except ConfigError as err:
+            raise ConfigError(f"{key if dot and table in ENTRY_TABLES else known_key(key, None)}: {err}") from None
+        if dot and table in ENTRY_TABLES:
+            entries = out.get(table)
+            if isinstance(entries, dict):
+                out[table] = type(entries)({**entries, entry: value})
+            else:
+                out[table] = TableEntries({entry: value})
+        else:
+            out[key] = value
+    return out
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"--config: no such file: {path}") from None
+    except OSError as err:
+        raise ConfigError(f"--config: cannot read {path}: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"--config: {path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}); "
+            "TOML files are UTF-8"
+        ) from None
+    try:
+        values = _parse_toml(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"--config: {path} is not valid TOML: {err}") from None
+    except ConfigError as err:
+        raise ConfigError(f"--config: {path} is not readable as TOML: {err}") from None
+    try:  # checked here so that an error names the file it is in, not only the key
+        for key, value in values.items():
+            coerce_value(key, value)
+    except ConfigError as err:
+        raise ConfigError(f"--config: {path}: {err}") from None
+    return values
+
+
+def dump_toml(config: RunConfig) -> str:
+    import tomli_w
+
+    return tomli_w.dumps(config.to_toml_dict())
