@@ -29,7 +29,8 @@ This page is generated from the key tables (`trainers/hparams.py` for the traine
 
 Every key is set the same way in a TOML file (`--config FILE`, flat keys: `lr = 3e-4`) and
 with `--set KEY=VALUE` (read as TOML: `--set hidden_sizes=[128,128]`,
-`--set anneal_lr=false`; a bare word is a string: `--set env=Acrobot-v1`). Precedence,
+`--set anneal_lr=false`; a bare word is a string: `--set env=Acrobot-v1`; a value that
+opens or closes with a bracket or a brace must be a whole array or table). Precedence,
 lowest first: built-in defaults < the algorithm's defaults (REINFORCE) < the
 environment's family defaults < its tuned preset ([presets](presets.md)) < `--config` <
 `--set`; `--no-preset` skips the family and the preset. A run writes

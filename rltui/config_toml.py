@@ -5,6 +5,7 @@ Files and values are read as data (tomllib), never executed; every bad one raise
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,15 @@ else:  # pragma: no cover - Python 3.10
 def parse_set_value(text: str) -> Any:
     """Read a `--set` value as a TOML value (numbers, booleans, arrays, quoted strings);
     anything that is not valid TOML is taken as a bare string (e.g. Acrobot-v1). A value
-    TOML reads as a number or array but Python cannot hold raises ConfigError."""
+    that opens or closes like an array or a table must be one (`[64,64` is a typo, not a
+    name). A value TOML reads as a number or array but Python cannot hold raises ConfigError."""
     try:
         return _parse_toml(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
+    except tomllib.TOMLDecodeError as err:
+        if text[:1] in "[{" or text[-1:] in "]}":
+            kind = "a table" if text[:1] == "{" or text[-1:] == "}" else "an array"
+            reason = re.sub(r" \(at .*\)$", "", str(err))  # its position counts a prefix the user never typed
+            raise ConfigError(f"{quote(text)} is not {kind} TOML can read: {reason[:1].lower()}{reason[1:]}") from None
         return text
 
 

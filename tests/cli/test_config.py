@@ -94,6 +94,18 @@ def test_set_hidden_sizes_list(text):
     assert isinstance(config.hidden_sizes, tuple)
 
 
+@pytest.mark.parametrize("text,message", [
+    ("hidden_sizes=[64,64", "hidden_sizes: '[64,64' is not an array TOML can read: unclosed array"),
+    ("hidden_sizes=[64,64]]", "hidden_sizes: '[64,64]]' is not an array TOML can read: expected newline or end of "
+                              "document after a statement"),
+    ("env_kwargs={arms = 2", "env_kwargs: '{arms = 2' is not a table TOML can read: unclosed inline table"),
+])
+def test_set_value_shaped_like_an_array_or_table_must_be_one(text, message):
+    with pytest.raises(ConfigError) as excinfo:
+        parse_overrides([text])
+    assert str(excinfo.value) == message
+
+
 @pytest.mark.parametrize(
     "text,expected", [("anneal_lr=false", False), ("anneal_lr=true", True), ("anneal_lr=False", False)]
 )
