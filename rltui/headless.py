@@ -26,6 +26,8 @@ from rltui.session import (
     SessionState,
     TrainingSession,
 )
+from rltui.session.checkpoints import CheckpointStore, checkpoint_update
+from rltui.session.recorder import record_abort
 from rltui.ui.format import fmt_duration
 from trainers.metrics_spec import METRIC_SPECS
 
@@ -146,6 +148,13 @@ def _member_values(view, member) -> str:
 
 def _fmt_eta(seconds: float | None) -> str:
     return fmt_duration(seconds, hours=True)
+
+
+def _latest_checkpoint_text(run_dir: Path | str) -> str:
+    latest = CheckpointStore.for_run(Path(run_dir)).latest()
+    if latest is None:
+        return "the run holds no checkpoint"
+    return f"the latest checkpoint is from update {checkpoint_update(latest):,}"
 
 
 def continue_line(run_dir: Path | str, env_steps: int, reached_total: bool) -> str:
@@ -287,7 +296,13 @@ def run_headless(
             listener.abort()
             if on_abort is not None:
                 on_abort()
-            console.print(Text(f"Aborted. Run files: {run_dir}" if run_dir else "Aborted.", style="red"))
+            if run_dir:
+                kept = _latest_checkpoint_text(run_dir)
+                record_abort(run_dir, session.event_now(
+                    "aborted", f"aborted by a second Ctrl+C, without a final checkpoint; {kept}"))
+                console.print(Text(f"Aborted without a final checkpoint; {kept}. Run files: {run_dir}", style="red"))
+            else:
+                console.print(Text("Aborted.", style="red"))
             os._exit(ExitCode.INTERRUPTED)  # run files are flushed at every chunk boundary
         interrupts.append(signum)
         if signum == signal.SIGINT:

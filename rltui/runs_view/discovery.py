@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from rltui.errors import UsageError
 from rltui.export import is_run_dir
 
-STATES = ("live", "finished", "stopped", "diverged", "crashed")
+STATES = ("live", "finished", "stopped", "diverged", "aborted", "crashed")
 PROBE_TIMEOUT = 0.3  # seconds a control socket has to accept before the run counts as gone
 
 
@@ -85,7 +85,7 @@ def state_of(events: Sequence[dict[str, Any]], live: bool, socket_left: bool = F
             diverged = False
         elif kind == "target_reached":
             target = True
-        elif kind in ("finished", "error"):
+        elif kind in ("finished", "aborted", "error"):
             end = event
     if end is None:
         why = "its control socket no longer answers" if socket_left else "no final event in events.jsonl"
@@ -93,6 +93,8 @@ def state_of(events: Sequence[dict[str, Any]], live: bool, socket_left: bool = F
     message = str(end.get("message", ""))
     if end.get("kind") == "error":
         return RunState("crashed", f"error: {message}")
+    if end.get("kind") == "aborted":
+        return RunState("aborted", message)
     if diverged:
         return RunState("diverged", "stopped after a non-finite loss or gradient")
     if message.startswith("stopped") and not target:

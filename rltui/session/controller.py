@@ -209,6 +209,11 @@ class TrainingSession(CheckpointSteps, EvaluationSteps, PopulationSteering, Para
     def _elapsed(self) -> float:
         return self._clock() - self._t0
 
+    def event_now(self, kind: str, message: str) -> SessionEvent:
+        """An event stamped with this moment's update and time, for a caller that records
+        it itself (an abort, which cannot wait for the session thread)."""
+        return SessionEvent(kind=kind, update=self._updates_done, message=message, wall_time=self._elapsed())
+
     def _main(self) -> None:
         try:
             self._train()

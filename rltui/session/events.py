@@ -27,7 +27,7 @@ class SessionState(str, enum.Enum):
 class SessionEvent:
     """Something worth a line in the events log: an edit, a pause, an error..."""
 
-    kind: str  # compiled, hparams, paused, resumed, stopping, finished, error, nonfinite, warning
+    kind: str  # compiled, hparams, paused, resumed, stopping, finished, aborted, error, nonfinite, warning
     update: int  # updates completed when it happened
     message: str
     wall_time: float  # seconds since the session started

@@ -80,6 +80,17 @@ def truncate_metrics(run_dir: Path, last_update: int) -> None:
     _write_atomic(path, "".join(kept))
 
 
+def record_abort(run_dir: Path, event: SessionEvent) -> None:
+    """Appends `event` to events.jsonl from the thread that aborts the process, which exits
+    at once after it: the recorder's own file belongs to the session thread, and an appended
+    line of its own keeps the log whole. Best effort: an abort never waits on a full disk."""
+    try:
+        with open(Path(run_dir) / "events.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(event.to_json()) + "\n")
+    except OSError:
+        pass
+
+
 class RunRecorder(SessionListener):
     """Raises RunFileError (which ends the session in the ERROR state) when a file cannot
     be written; that file is then closed and written no more, and `close` never raises."""

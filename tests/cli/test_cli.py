@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from rltui.config import KEYS
+from rltui.runs_view.discovery import RunState, state_of
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -534,6 +535,8 @@ def test_output_into_a_pipe_closed_early_ends_quietly(tmp_path):
 
 def test_headless_second_ctrl_c_quits_at_once_and_cleans_up(tmp_path):
     run_dir = tmp_path / "r"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints" / "checkpoint-000000004.msgpack").write_bytes(b"")
     proc = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(_FAKE_HEADLESS), "slow", str(run_dir)],
         cwd=tmp_path,
@@ -554,8 +557,15 @@ def test_headless_second_ctrl_c_quits_at_once_and_cleans_up(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, stderr
-    assert "next chunk boundary" in stderr and f"Aborted. Run files: {run_dir}" in stderr, stderr
+    assert "next chunk boundary" in stderr, stderr
+    assert ("Aborted without a final checkpoint; the latest checkpoint is from update 4. "
+            f"Run files: {run_dir}") in " ".join(stderr.split()), stderr
     assert (tmp_path / "aborted").exists()  # launch removes the control socket there
+    # the events log says how the run ended, so the runs view calls it aborted, not crashed
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert events[-1]["kind"] == "aborted"
+    assert state_of(events, live=False) == RunState(
+        "aborted", "aborted by a second Ctrl+C, without a final checkpoint; the latest checkpoint is from update 4")
     assert "Traceback" not in stderr
 
 
