@@ -356,6 +356,17 @@ def test_headless_run_does_not_import_dashboard(tmp_path, shared_cache):
     assert len(read_jsonl(run_dir / "metrics.jsonl")) == 2
 
 
+def test_run_reading_commands_do_not_import_dashboard(tmp_path):
+    # compare (its table), export and info read runs without Textual or plotext, though
+    # compare writes durations and step counts with rltui.ui.format.
+    from test_export import make_run
+
+    run = make_run(tmp_path / "runs" / "a", 3)
+    for args in (["compare", str(run)], ["export", str(run), "--csv", "-"], ["info", str(run.parent)]):
+        result = guarded_main(args, tmp_path, tmp_path / "cache")
+        assert "LEAKED []" in result.stdout, args + [result.stdout, result.stderr[-2000:]]
+
+
 # --- signals -----------------------------------------------------------------------------
 
 

@@ -13,6 +13,10 @@ from test_export import STEPS, make_run
 from rltui.cli import main
 from rltui.compare import band, bootstrap, ema, iqm, mean
 from rltui.export import read_run
+from rltui.runs_view.discovery import RunState
+from rltui.runs_view.loading import load_run
+from rltui.runs_view.rows import row_of
+from rltui.ui.format import fmt_duration
 
 # --- statistics, hand-checked ---------------------------------------------------------------
 
@@ -66,8 +70,10 @@ def test_compare_table(runs, capsys):
     a, b, c = runs
     assert main(["compare", str(a), str(b), str(c), "--threshold", "15"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["run", "env", "algo", "env", "steps", "final", "episode_return", "best",
-                                "episode_return", "steps", "to", "15", "wall", "time", "config", "vs", "first", "run"]
+    # The final column says what it is: the mean of the last 10 values, not the latest one.
+    assert lines[0].split() == ["run", "env", "algo", "env", "steps", "mean", "of", "last", "10", "episode_return",
+                                "best", "episode_return", "steps", "to", "15", "wall", "time", "config", "vs", "first",
+                                "run"]
     # a: final = mean of its 8 finite returns = 96/8 = 12, best 22, first >= 15 at update 8.
     assert lines[2].split() == ["a", "CartPole-v1", "ppo", "1,536", "12", "22", "1,024", "0:03", "(first)"]
     # b: 3u -> 3 6 12 15 21 24 30 33: final 18, best 33, 15 first at update 5.
@@ -84,6 +90,17 @@ def test_compare_groups_and_plots(runs, capsys):
     assert group_rows[0].split() == ["lr=0.0003", "1", "12", "[12,", "12]", "22"]
     assert group_rows[1].split() == ["lr=0.001", "2", "18.5", "[18,", "19]", "33.5"]
     assert "episode_return" in out and "env steps" in out  # the plot's title and axis
+    header = next(line for line in out.splitlines() if line.startswith("group"))
+    assert header.split()[:8] == ["group", "runs", "mean", "of", "last", "10", "episode_return", "(mean)"]
+
+
+def test_compare_writes_wall_time_as_the_runs_view_does(tmp_path, capsys):
+    # 11 updates of 0.25 s: 2.75 s, which `rltui runs` (and the launch summary) write 0:02.
+    run = make_run(tmp_path / "a", 11)
+    assert main(["compare", str(run)]) == 0
+    row = capsys.readouterr().out.splitlines()[2].split()
+    shown = fmt_duration(row_of(load_run(run), RunState("finished", "")).wall_time)
+    assert row[-2] == shown == "0:02"
 
 
 def test_compare_marks_a_damaged_run_and_shows_the_rest(runs, capsys):
