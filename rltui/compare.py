@@ -11,6 +11,9 @@ plain NumPy on lists read by `rltui.export.read_run`, so the runs view shares th
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -19,7 +22,7 @@ import numpy as np
 
 from rltui.errors import UsageError
 from rltui.export import MEMBERS, RunData, member_tag, open_run
-from rltui.ui.format import fmt_duration  # plain Python: no Textual
+from rltui.ui.format import count_ticks, fmt_duration  # plain Python: no Textual
 
 FINAL_WINDOW = 10  # the final return: the mean of the last this many finite values
 FINAL = f"mean of last {FINAL_WINDOW}"  # what the table's final column says it is
@@ -290,16 +293,28 @@ def group_by(runs: Sequence[RunData], key: str) -> dict[Any, list[RunData]]:
     return groups
 
 
+def wants_colour(stream) -> bool:
+    """Whether escape codes may go to `stream`: a terminal, and NO_COLOR (no-color.org)
+    not set."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
 def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | None = None,
-         height: int | None = None, group: str | None = None, statistic: str = "mean") -> str:
+         height: int | None = None, group: str | None = None, statistic: str = "mean",
+         colour: bool = False) -> str:
     """The runs' curves (or each group's band) overlaid, as terminal text (plotext); a
-    population's is its best member's."""
+    population's is its best member's. The env steps axis is labelled as the dashboard's
+    (0.5M, 1.0M); without `colour`, the text holds no escape codes."""
     import plotext as plt
 
     plt.clear_figure()
     plt.theme("clear")
     if width or height:
         plt.plotsize(width or 100, height or 25)
+    xs: list[float] = []  # each curve's first and last env steps
     if group:
         for value, members in group_by(runs, group).items():
             curves = []
@@ -312,15 +327,21 @@ def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | No
                 plt.plot(b.steps.tolist(), b.center.tolist(), label=label)
                 plt.plot(b.steps.tolist(), b.low.tolist(), marker="dot")
                 plt.plot(b.steps.tolist(), b.high.tolist(), marker="dot")
+                xs += [float(b.steps[0]), float(b.steps[-1])]
     else:
         for run in runs:
             steps, values, member = compared_column(run, metric)
             if values:
                 label = run.name if member is None else f"{run.name} (member {member})"
                 plt.plot(steps, ema(values, smooth).tolist(), label=label)
+                xs += [float(steps[0]), float(steps[-1])]
+    if xs:
+        columns = width or shutil.get_terminal_size().columns
+        plt.xticks(*count_ticks(min(xs), max(xs), max(2, columns // 12)))
     plt.title(f"{metric}{f' (EMA {smooth:g})' if smooth else ''}")
     plt.xlabel("env steps")
-    return plt.build()
+    text = plt.build()
+    return text if colour else plt.uncolorize(text)
 
 
 def cmd_compare(args) -> int:
@@ -337,7 +358,8 @@ def cmd_compare(args) -> int:
         print(group_table(runs, args.group_by, args.metric, args.statistic))
     if args.plot:
         print()
-        print(plot(runs, args.metric, args.smooth, group=args.group_by, statistic=args.statistic))
+        print(plot(runs, args.metric, args.smooth, group=args.group_by, statistic=args.statistic,
+                   colour=wants_colour(sys.stdout)))
     return 0
 
 

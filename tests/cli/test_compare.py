@@ -3,7 +3,9 @@ bootstrap intervals and grouped bands, each against a small hand-checked example
 
 from __future__ import annotations
 
+import io
 import math
+import re
 import time
 
 import numpy as np
@@ -11,7 +13,7 @@ import pytest
 from test_export import STEPS, make_run
 
 from rltui.cli import main
-from rltui.compare import band, bootstrap, ema, iqm, mean
+from rltui.compare import band, bootstrap, ema, iqm, mean, wants_colour
 from rltui.export import read_run
 from rltui.runs_view.discovery import RunState
 from rltui.runs_view.loading import load_run
@@ -92,6 +94,33 @@ def test_compare_groups_and_plots(runs, capsys):
     assert "episode_return" in out and "env steps" in out  # the plot's title and axis
     header = next(line for line in out.splitlines() if line.startswith("group"))
     assert header.split()[:8] == ["group", "runs", "mean", "of", "last", "10", "episode_return", "(mean)"]
+
+
+def test_compare_plot_is_plain_text_with_readable_steps(tmp_path, capsys, monkeypatch):
+    # Written to a file or a pipe (capsys is neither a terminal), the plot holds no escape
+    # codes, and its env steps axis reads as the dashboard's: 0.2M ... 1.0M, not 1024000.
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("COLUMNS", "80")
+    a = make_run(tmp_path / "a", 4000)  # 512,000 env steps
+    b = make_run(tmp_path / "b", 8000, config={"seed": 1})  # 1,024,000
+    assert main(["compare", str(a), str(b), "--plot"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert not [line for line in lines if "\x1b" in line]
+    axis = next(i for i, line in enumerate(lines) if line.strip() == "env steps")
+    labels = lines[axis - 1].split()
+    assert "1.0M" in labels and "0.4M" in labels, labels
+    assert all(re.fullmatch(r"\d+(\.\d+)?[kM]|0", label) for label in labels), labels
+
+
+def test_compare_plot_colour_only_on_a_terminal_without_no_color(monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert wants_colour(Terminal()) and not wants_colour(io.StringIO())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not wants_colour(Terminal())
 
 
 def test_compare_writes_wall_time_as_the_runs_view_does(tmp_path, capsys):
