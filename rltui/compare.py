@@ -1,8 +1,8 @@
-"""`rltui compare RUN_DIR...`: runs side by side, headless. A table of each run's final and
-best return, the env steps it took to reach `--threshold`, its wall time and how its
-configuration differs from the first run's; `--group-by KEY` aggregates runs sharing a
-value of KEY (seeds, say) into a mean or interquartile mean with a bootstrap confidence
-interval; `--plot` draws the curves in the terminal.
+"""`rltui compare RUN_DIR...`: runs side by side, headless. A table of each run's final
+return (the mean of its last 10) and best, the env steps it took to reach `--threshold`,
+its wall time and how its configuration differs from the first run's; `--group-by KEY`
+aggregates runs sharing a value of KEY (seeds, say) into a mean or interquartile mean
+with a bootstrap confidence interval; `--plot` draws the curves in the terminal.
 
 The statistics here (debiased EMA, IQM, bootstrap intervals, curves on a common grid) are
 plain NumPy on lists read by `rltui.export.read_run`, so the runs view shares them.
@@ -11,6 +11,9 @@ plain NumPy on lists read by `rltui.export.read_run`, so the runs view shares th
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -19,8 +22,10 @@ import numpy as np
 
 from rltui.errors import UsageError
 from rltui.export import MEMBERS, RunData, member_tag, open_run
+from rltui.ui.format import count_ticks, fmt_duration  # plain Python: no Textual
 
 FINAL_WINDOW = 10  # the final return: the mean of the last this many finite values
+FINAL = f"mean of last {FINAL_WINDOW}"  # what the table's final column says it is
 
 
 # --- statistics -------------------------------------------------------------------------------
@@ -233,13 +238,6 @@ def _num(value: float) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.4g}"
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
-
-
 def render_table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int] = frozenset()) -> str:
     widths = [max(len(str(c)) for c in column) for column in zip(header, *rows)]
 
@@ -251,7 +249,7 @@ def render_table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: 
 
 
 def summary_table(summaries: Sequence[RunSummary], metric: str, threshold: float | None) -> str:
-    header = ["run", "env", "algo", "env steps", f"final {metric}", f"best {metric}"]
+    header = ["run", "env", "algo", "env steps", f"{FINAL} {metric}", f"best {metric}"]
     if threshold is not None:
         header.append(f"steps to {threshold:g}")
     header += ["wall time", "config vs first run"]
@@ -265,7 +263,7 @@ def summary_table(summaries: Sequence[RunSummary], metric: str, threshold: float
             note = f"[population {s.population}] " + note
         if s.problems:
             note = f"[damaged: {'; '.join(s.problems)}] " + note
-        row += [_duration(s.wall_time), note]
+        row += [fmt_duration(s.wall_time), note]  # as `rltui runs` and the launch summary write it
         rows.append(row)
     numeric = {3, 4, 5, 6} | ({7} if threshold is not None else set())
     return render_table(header, rows, numeric)
@@ -273,7 +271,7 @@ def summary_table(summaries: Sequence[RunSummary], metric: str, threshold: float
 
 def group_table(runs: Sequence[RunData], key: str, metric: str, statistic: str) -> str:
     groups = group_by(runs, key)
-    header = ["group", "runs", f"final {metric} ({statistic})", "95% CI", f"best {metric} ({statistic})"]
+    header = ["group", "runs", f"{FINAL} {metric} ({statistic})", "95% CI", f"best {metric} ({statistic})"]
     rows = []
     for value, members in groups.items():
         finals = [s for s in (summarize(r, metric, None, r.config).final for r in members) if math.isfinite(s)]
@@ -295,16 +293,28 @@ def group_by(runs: Sequence[RunData], key: str) -> dict[Any, list[RunData]]:
     return groups
 
 
+def wants_colour(stream) -> bool:
+    """Whether escape codes may go to `stream`: a terminal, and NO_COLOR (no-color.org)
+    not set."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
 def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | None = None,
-         height: int | None = None, group: str | None = None, statistic: str = "mean") -> str:
+         height: int | None = None, group: str | None = None, statistic: str = "mean",
+         colour: bool = False) -> str:
     """The runs' curves (or each group's band) overlaid, as terminal text (plotext); a
-    population's is its best member's."""
+    population's is its best member's. The env steps axis is labelled as the dashboard's
+    (0.5M, 1.0M); without `colour`, the text holds no escape codes."""
     import plotext as plt
 
     plt.clear_figure()
     plt.theme("clear")
     if width or height:
         plt.plotsize(width or 100, height or 25)
+    xs: list[float] = []  # each curve's first and last env steps
     if group:
         for value, members in group_by(runs, group).items():
             curves = []
@@ -317,15 +327,21 @@ def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | No
                 plt.plot(b.steps.tolist(), b.center.tolist(), label=label)
                 plt.plot(b.steps.tolist(), b.low.tolist(), marker="dot")
                 plt.plot(b.steps.tolist(), b.high.tolist(), marker="dot")
+                xs += [float(b.steps[0]), float(b.steps[-1])]
     else:
         for run in runs:
             steps, values, member = compared_column(run, metric)
             if values:
                 label = run.name if member is None else f"{run.name} (member {member})"
                 plt.plot(steps, ema(values, smooth).tolist(), label=label)
+                xs += [float(steps[0]), float(steps[-1])]
+    if xs:
+        columns = width or shutil.get_terminal_size().columns
+        plt.xticks(*count_ticks(min(xs), max(xs), max(2, columns // 12)))
     plt.title(f"{metric}{f' (EMA {smooth:g})' if smooth else ''}")
     plt.xlabel("env steps")
-    return plt.build()
+    text = plt.build()
+    return text if colour else plt.uncolorize(text)
 
 
 def cmd_compare(args) -> int:
@@ -342,15 +358,17 @@ def cmd_compare(args) -> int:
         print(group_table(runs, args.group_by, args.metric, args.statistic))
     if args.plot:
         print()
-        print(plot(runs, args.metric, args.smooth, group=args.group_by, statistic=args.statistic))
+        print(plot(runs, args.metric, args.smooth, group=args.group_by, statistic=args.statistic,
+                   colour=wants_colour(sys.stdout)))
     return 0
 
 
 def add_parser(sub) -> None:
     compare = sub.add_parser(
         "compare", help="compare runs: returns, steps to a threshold, config differences, curves",
-        description="Compare runs headless: final and best return, env steps to reach --threshold, wall time and "
-                    "how each configuration differs from the first run's. Run directories are only read.",
+        description="Compare runs headless: final return (the mean of the last 10) and best, env steps to reach "
+                    "--threshold, wall time and how each configuration differs from the first run's. Run "
+                    "directories are only read.",
     )
     compare.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", help="run directories (runs/NAME)")
     compare.add_argument("--metric", default="episode_return", help="the metric compared (default episode_return)")

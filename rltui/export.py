@@ -312,8 +312,8 @@ def cmd_export(args) -> int:
     run = open_run(Path(args.run_dir))
     if args.tensorboard is None and args.csv is None:
         raise UsageError("export: say what to write: --tensorboard [DIR] and/or --csv FILE")
-    for problem in run.problems:
-        print(f"rltui: warning: {run.path}: {problem}", file=sys.stderr)
+    # Neither writes over what is there, and both are checked before either writes.
+    target = None
     if args.tensorboard is not None:
         from rltui.loggers import TB_DIR
         from rltui.loggers.tensorboard import event_files
@@ -321,6 +321,11 @@ def cmd_export(args) -> int:
         target = Path(args.tensorboard) if args.tensorboard else run.path / TB_DIR
         if event_files(target):
             raise UsageError(f"--tensorboard: {target} already holds event files; give another directory")
+    if args.csv not in (None, "-") and Path(args.csv).is_file():
+        raise UsageError(f"--csv: {args.csv} already exists; give another file, or remove it first")
+    for problem in run.problems:
+        print(f"rltui: warning: {run.path}: {problem}", file=sys.stderr)
+    if target is not None:
         try:
             count = export_tensorboard(run, target)
         except OSError as err:
@@ -348,5 +353,6 @@ def add_parser(sub) -> None:
     )
     export.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (runs/NAME)")
     export.add_argument("--tensorboard", metavar="DIR", nargs="?", const="", default=None,
-                        help="write event files into DIR (default RUN_DIR/tb)")
-    export.add_argument("--csv", metavar="FILE", help="write a table, one row per update, to FILE (- for stdout)")
+                        help="write event files into DIR (default RUN_DIR/tb), which must hold none yet")
+    export.add_argument("--csv", metavar="FILE",
+                        help="write a table, one row per update, to FILE, which must not exist yet (- for stdout)")

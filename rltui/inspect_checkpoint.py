@@ -9,14 +9,37 @@ from typing import Any
 from rltui.errors import report
 
 
-def _load(path_arg: str) -> tuple[Path, bytes, dict]:
+def _load(path_arg: str, command: str | None = None) -> tuple[Path, bytes, dict]:
+    """The checkpoint PATH names (a file, or a run directory's latest). `command` ("info",
+    "eval") words the hint for a folder of runs."""
     from rltui.launch import LaunchError, load_verified_checkpoint
     from trainers.checkpoint import CheckpointError
 
     try:
         return load_verified_checkpoint(Path(path_arg), "checkpoint")
     except LaunchError as err:
-        raise CheckpointError(str(err)) from None
+        raise CheckpointError(folder_of_runs_hint(Path(path_arg), command) or str(err)) from None
+
+
+def folder_of_runs_hint(path: Path, command: str | None, shown: int = 3) -> str | None:
+    """For a directory that is no run and holds no checkpoints but holds runs (runs/, say):
+    one line saying so and naming a few, those with checkpoints first; None for anything
+    else."""
+    from rltui.export import is_run_dir
+    from rltui.session.checkpoints import CheckpointStore
+
+    if not path.is_dir() or is_run_dir(path) or CheckpointStore(path).paths() or CheckpointStore.for_run(path).paths():
+        return None
+    try:
+        runs = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".") and is_run_dir(p))
+    except OSError:
+        return None
+    if not runs:
+        return None
+    runs.sort(key=lambda p: CheckpointStore.for_run(p).latest() is None)  # stable: by name within each
+    names = ", ".join(p.name for p in runs[:shown]) + (", ..." if len(runs) > shown else "")
+    pick = f"rltui {command} {path / 'NAME'}" if command else str(path / "NAME")
+    return f"checkpoint: {path} is a folder of runs; pick one: {pick} ({names})"
 
 
 def _fail(message: str) -> int:
@@ -192,7 +215,7 @@ def cmd_info(args) -> int:
     from trainers.checkpoint import CheckpointError
 
     try:
-        path, data, metadata = _load(args.path)
+        path, data, metadata = _load(args.path, "info")
         record = info_record(path, data, metadata)
     except (OSError, CheckpointError) as err:
         return _fail(str(err))
@@ -219,7 +242,7 @@ def cmd_eval(args) -> int:
     except ConfigError as err:
         return _fail(str(err))
     try:
-        path, data, metadata = _load(args.path)
+        path, data, metadata = _load(args.path, "eval")
         if not checkpoint.params_are_finite(data):  # before JAX starts: nothing to evaluate
             raise CheckpointError(checkpoint.NON_FINITE_MESSAGE)
     except (OSError, CheckpointError) as err:

@@ -357,6 +357,17 @@ def test_headless_run_does_not_import_dashboard(tmp_path, shared_cache):
     assert len(read_jsonl(run_dir / "metrics.jsonl")) == 2
 
 
+def test_run_reading_commands_do_not_import_dashboard(tmp_path):
+    # compare (its table), export and info read runs without Textual or plotext, though
+    # compare writes durations and step counts with rltui.ui.format.
+    from test_export import make_run
+
+    run = make_run(tmp_path / "runs" / "a", 3)
+    for args in (["compare", str(run)], ["export", str(run), "--csv", "-"], ["info", str(run.parent)]):
+        result = guarded_main(args, tmp_path, tmp_path / "cache")
+        assert "LEAKED []" in result.stdout, args + [result.stdout, result.stderr[-2000:]]
+
+
 # --- signals -----------------------------------------------------------------------------
 
 
@@ -770,6 +781,26 @@ def test_checkpoint_with_nan_params_is_reported_and_refused(tmp_path, tiny_run):
     )
     assert (resumed.returncode, resumed.stderr) == (2, f"rltui: error: --resume: {problem}\n")
     assert {p: p.read_bytes() for p in path.parents[1].rglob("*") if p.is_file()} == files
+
+
+@pytest.mark.parametrize("command", ["info", "eval"])
+def test_info_of_a_folder_of_runs_says_so_and_names_some(tmp_path, capsys, command):
+    # `rltui info runs`: not "runs holds no checkpoints" but what runs is and what to type.
+    from test_export import make_run
+
+    from rltui.cli import main
+
+    runs = tmp_path / "runs"
+    make_run(runs / "b", 2)
+    make_run(runs / "a", 2)
+    (runs / "b" / "checkpoints").mkdir()
+    (runs / "b" / "checkpoints" / "checkpoint-000000002.msgpack").write_bytes(b"")  # b first: it has one
+    (runs / "notes").mkdir()  # no run: not named
+    assert main([command, str(runs)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"rltui: error: checkpoint: {runs} is a folder of runs; pick one: rltui {command} {runs / 'NAME'} (b, a)"]
+    assert main([command, str(runs / "a")]) == 2  # a run without checkpoints says just that
+    assert capsys.readouterr().err.splitlines() == [f"rltui: error: checkpoint: {runs / 'a'} holds no checkpoints"]
 
 
 def test_info_says_whether_the_checksum_covers_the_metadata(tmp_path, tiny_run):

@@ -3,7 +3,9 @@ bootstrap intervals and grouped bands, each against a small hand-checked example
 
 from __future__ import annotations
 
+import io
 import math
+import re
 import time
 
 import numpy as np
@@ -11,8 +13,12 @@ import pytest
 from test_export import STEPS, make_run
 
 from rltui.cli import main
-from rltui.compare import band, bootstrap, ema, iqm, mean
+from rltui.compare import band, bootstrap, ema, iqm, mean, wants_colour
 from rltui.export import read_run
+from rltui.runs_view.discovery import RunState
+from rltui.runs_view.loading import load_run
+from rltui.runs_view.rows import row_of
+from rltui.ui.format import fmt_duration
 
 # --- statistics, hand-checked ---------------------------------------------------------------
 
@@ -66,8 +72,10 @@ def test_compare_table(runs, capsys):
     a, b, c = runs
     assert main(["compare", str(a), str(b), str(c), "--threshold", "15"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["run", "env", "algo", "env", "steps", "final", "episode_return", "best",
-                                "episode_return", "steps", "to", "15", "wall", "time", "config", "vs", "first", "run"]
+    # The final column says what it is: the mean of the last 10 values, not the latest one.
+    assert lines[0].split() == ["run", "env", "algo", "env", "steps", "mean", "of", "last", "10", "episode_return",
+                                "best", "episode_return", "steps", "to", "15", "wall", "time", "config", "vs", "first",
+                                "run"]
     # a: final = mean of its 8 finite returns = 96/8 = 12, best 22, first >= 15 at update 8.
     assert lines[2].split() == ["a", "CartPole-v1", "ppo", "1,536", "12", "22", "1,024", "0:03", "(first)"]
     # b: 3u -> 3 6 12 15 21 24 30 33: final 18, best 33, 15 first at update 5.
@@ -84,6 +92,44 @@ def test_compare_groups_and_plots(runs, capsys):
     assert group_rows[0].split() == ["lr=0.0003", "1", "12", "[12,", "12]", "22"]
     assert group_rows[1].split() == ["lr=0.001", "2", "18.5", "[18,", "19]", "33.5"]
     assert "episode_return" in out and "env steps" in out  # the plot's title and axis
+    header = next(line for line in out.splitlines() if line.startswith("group"))
+    assert header.split()[:8] == ["group", "runs", "mean", "of", "last", "10", "episode_return", "(mean)"]
+
+
+def test_compare_plot_is_plain_text_with_readable_steps(tmp_path, capsys, monkeypatch):
+    # Written to a file or a pipe (capsys is neither a terminal), the plot holds no escape
+    # codes, and its env steps axis reads as the dashboard's: 0.2M ... 1.0M, not 1024000.
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("COLUMNS", "80")
+    a = make_run(tmp_path / "a", 4000)  # 512,000 env steps
+    b = make_run(tmp_path / "b", 8000, config={"seed": 1})  # 1,024,000
+    assert main(["compare", str(a), str(b), "--plot"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert not [line for line in lines if "\x1b" in line]
+    axis = next(i for i, line in enumerate(lines) if line.strip() == "env steps")
+    labels = lines[axis - 1].split()
+    assert "1.0M" in labels and "0.4M" in labels, labels
+    assert all(re.fullmatch(r"\d+(\.\d+)?[kM]|0", label) for label in labels), labels
+
+
+def test_compare_plot_colour_only_on_a_terminal_without_no_color(monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert wants_colour(Terminal()) and not wants_colour(io.StringIO())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not wants_colour(Terminal())
+
+
+def test_compare_writes_wall_time_as_the_runs_view_does(tmp_path, capsys):
+    # 11 updates of 0.25 s: 2.75 s, which `rltui runs` (and the launch summary) write 0:02.
+    run = make_run(tmp_path / "a", 11)
+    assert main(["compare", str(run)]) == 0
+    row = capsys.readouterr().out.splitlines()[2].split()
+    shown = fmt_duration(row_of(load_run(run), RunState("finished", "")).wall_time)
+    assert row[-2] == shown == "0:02"
 
 
 def test_compare_marks_a_damaged_run_and_shows_the_rest(runs, capsys):

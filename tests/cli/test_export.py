@@ -93,6 +93,22 @@ def test_export_csv_is_one_row_per_update(tmp_path):
             assert math.isclose(float(row[name]), value, rel_tol=1e-12)
 
 
+def test_export_never_writes_over_an_existing_csv(tmp_path, capsys):
+    # As --tensorboard refuses a directory holding event files, --csv refuses a file that
+    # exists: one line naming it and what to do, exit 2, the file as it was, and nothing
+    # else written (the check comes before --tensorboard writes).
+    run = make_run(tmp_path / "run", 6)
+    out = tmp_path / "run.csv"
+    out.write_text("mine\n")
+    assert main(["export", str(run), "--tensorboard", str(tmp_path / "tb"), "--csv", str(out)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"rltui: error: --csv: {out} already exists; give another file, or remove it first"]
+    assert out.read_text() == "mine\n" and not (tmp_path / "tb").exists()
+    out.unlink()
+    assert main(["export", str(run), "--csv", str(out)]) == 0
+    assert main(["export", str(run), "--csv", os.devnull]) == 0  # not a regular file: nothing to lose
+
+
 def test_damaged_lines_are_skipped_and_said(tmp_path, capsys):
     run = make_run(tmp_path / "run", 4)
     text = (run / "metrics.jsonl").read_text().splitlines(True)
