@@ -38,6 +38,11 @@ def prepare_run_dir(config: RunConfig, run_dir: str | None, runs_root: str = "ru
         check_not_in_use(path)
         if (path / "metrics.jsonl").exists():
             raise ConfigError(f"{flag}: {path} already holds a run; choose another directory")
+        runs = _runs_in(path)
+        if runs:
+            named = ", ".join(runs[:3]) + (", ..." if len(runs) > 3 else "")
+            raise ConfigError(f"{flag}: {path} is a folder of runs ({named}); give a run its own directory, "
+                              f"e.g. {path / 'NAME'}")
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -50,6 +55,16 @@ def prepare_run_dir(config: RunConfig, run_dir: str | None, runs_root: str = "ru
         raise ConfigError(f"{flag}: {path} already holds a run; choose another directory")
     write_config(path, config, flag)
     return path
+
+
+def _runs_in(path: Path) -> list[str]:
+    """The names of the run directories directly inside `path`, sorted; a run written there
+    would mix its files with theirs, and the runs view would list the folder as a run."""
+    try:
+        children = [child for child in path.iterdir() if child.is_dir()]
+    except OSError:
+        return []
+    return sorted(child.name for child in children if (child / "config.toml").is_file())
 
 
 def _claim_new_dir(base: Path, flag: str) -> Path:

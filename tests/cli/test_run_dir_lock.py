@@ -119,3 +119,15 @@ def test_second_writer_refused_while_the_run_lives_then_free_after_kill_9(tmp_pa
     assert_ok(result)
     assert updates(run_dir) == list(range(1, latest + 3))
     assert ("resumed", latest) in [(e["kind"], e["update"]) for e in read_jsonl(run_dir / "events.jsonl")]
+
+
+def test_launch_into_a_folder_of_runs_is_refused(tmp_path):
+    runs = tmp_path / "runs"
+    for name in ("a", "b"):
+        prepare_run_dir(RunConfig(), str(runs / name))
+    with pytest.raises(ConfigError) as excinfo:
+        prepare_run_dir(RunConfig(), str(runs))
+    assert str(excinfo.value) == (f"--run-dir: {runs} is a folder of runs (a, b); give a run its own directory, "
+                                  f"e.g. {runs / 'NAME'}")
+    assert not (runs / "config.toml").exists()
+    assert prepare_run_dir(RunConfig(), str(runs / "c")) == runs / "c"
