@@ -135,6 +135,10 @@ class SessionHandlers:
             # Applied now: shown now, not at the next snapshot (none comes while paused).
             panel.values = {**panel.values, **changes}
             panel.pending = dict(self.pending_edits)
+        elif event.kind == "resumed" and event.data.get("edits"):
+            for edit in event.data["edits"]:  # the edits before a resume, from its checkpoint
+                self.dashboard.chart.add_edit(int(edit["update"]) * self.config.steps_per_update)
+            self._flush_chart_unless_running()
         elif event.kind == "population" and event.data.get("action") in ("pbt", "clone"):
             # Where a member took over another's agent: marked on the chart as an edit is.
             self.dashboard.chart.add_edit(event.update * self.config.steps_per_update)

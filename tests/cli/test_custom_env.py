@@ -22,7 +22,7 @@ from flax import struct
 from gymnax.environments import spaces
 
 TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
+REPO = TESTS.parents[1]
 OPTIMAL_RETURN = 10.0
 RANDOM_RETURN = 5.0  # two arms
 LEARNED = 9.5  # between the random and the optimal return, near the optimum

@@ -244,6 +244,9 @@ def test_resume_continues_update_count_and_edit_log(tmp_path):
     assert second.counter == 16  # restored at 10, then 6 more
     assert resumed.updates_done == 16
     assert [e.update for e in events.events if e.kind == "resumed"] == [10]
+    # the resume says which edits came before it, so a dashboard marks them on its chart again
+    resumed_event = next(e for e in events.events if e.kind == "resumed")
+    assert [dict(edit) for edit in resumed_event.data["edits"]] == [{"update": 0, "changes": {"gamma": 0.9}}]
     metadata = json.loads(CheckpointStore.for_run(tmp_path).latest().read_bytes())["metadata"]
     assert metadata["edits"][0]["changes"] == {"gamma": 0.9}
 

@@ -598,6 +598,20 @@ def test_unknown_theme_is_an_error_before_anything_starts(tmp_path):
     assert not fake.started
 
 
+async def test_a_resumed_run_marks_the_edits_before_its_checkpoint(tmp_path):
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 30)
+        fake.on_thread(fake.event, "resumed", "resumed from update 30", update=30,
+                       edits=[{"update": 4, "changes": {"lr": 1e-3}}, {"update": 20, "changes": {"gamma": 0.98}}])
+        steps = RunConfig().steps_per_update
+        await until(pilot, lambda: app.dashboard.chart.edit_steps == [4 * steps, 20 * steps])
+        assert app.dashboard.chart.border_subtitle == "│ = hyperparameter edit (2)"
+
+    await run_scenario(fake, tmp_path, scenario)
+
+
 async def test_end_to_end_with_the_real_trainer(tmp_path):
     """Launch over a real session, wait for metrics, pause, edit lr, resume, quit."""
     from rltui.session import TrainingSession
