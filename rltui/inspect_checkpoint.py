@@ -10,7 +10,8 @@ from rltui.errors import report
 
 
 def _load(path_arg: str) -> tuple[Path, bytes, dict]:
-    from rltui.launch import LaunchError, load_verified_checkpoint
+    from rltui.errors import LaunchError
+    from rltui.resume import load_verified_checkpoint
     from trainers.checkpoint import CheckpointError
 
     try:
