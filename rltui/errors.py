@@ -40,6 +40,10 @@ class UsageError(RltuiError, ValueError):
     exit_code = ExitCode.USAGE
 
 
+class LaunchError(UsageError):
+    """Bad input found before training starts: one line for the user, exit code 2."""
+
+
 def _trainer_input_errors() -> tuple[type[Exception], ...]:
     from trainers.checkpoint import CheckpointError
     from trainers.env_import import EnvImportError

@@ -12,7 +12,8 @@ from rltui.errors import report
 def _load(path_arg: str, command: str | None = None) -> tuple[Path, bytes, dict]:
     """The checkpoint PATH names (a file, or a run directory's latest). `command` ("info",
     "eval") words the hint for a folder of runs."""
-    from rltui.launch import LaunchError, load_verified_checkpoint
+    from rltui.errors import LaunchError
+    from rltui.resume import load_verified_checkpoint
     from trainers.checkpoint import CheckpointError
 
     try:

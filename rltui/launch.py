@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import NamedTuple
 
 from rltui.config import (
     ConfigError,
@@ -16,18 +15,18 @@ from rltui.config import (
     resume_config,
 )
 from rltui.config_toml import load_toml, parse_overrides
-from rltui.errors import UsageError, report
+from rltui.errors import LaunchError, UsageError, report
+from rltui.resume import (
+    AfterResumed,
+    VerifiedCheckpoint,
+    branch,
+    check_checkpoint_fits,
+    keep_original_config,
+    load_verified_checkpoint,
+    resume_changes,
+    resume_target,
+)
 from rltui.ui import can_show_dashboard
-
-
-class LaunchError(UsageError):
-    """Bad input found before training starts: one line for the user, exit code 2."""
-
-
-class VerifiedCheckpoint(NamedTuple):
-    path: Path
-    data: bytes
-    metadata: dict
 
 
 def _config_and_resume(args) -> tuple[RunConfig, VerifiedCheckpoint | None]:
@@ -51,78 +50,6 @@ def _config_and_resume(args) -> tuple[RunConfig, VerifiedCheckpoint | None]:
     return config, VerifiedCheckpoint(path, data, metadata)
 
 
-def load_verified_checkpoint(path: Path, flag: str) -> VerifiedCheckpoint:
-    """Read and verify (format, version, checksum) a checkpoint file, or the newest valid
-    checkpoint of a run directory, skipping damaged ones with a warning."""
-    from rltui.session.checkpoints import CheckpointStore, resolve_checkpoint
-    from trainers.checkpoint import CheckpointError, verify
-
-    try:
-        candidates = [resolve_checkpoint(path)]
-    except OSError as err:
-        raise LaunchError(f"{flag}: {err}") from None
-    if path.is_dir():
-        stores = (CheckpointStore.for_run(path), CheckpointStore(path))
-        candidates = next((s.paths()[::-1] for s in stores if s.paths()), candidates)
-    problems = []
-    for candidate in candidates:
-        try:
-            data = candidate.read_bytes()
-            metadata = verify(data)
-        except (OSError, CheckpointError) as err:
-            problems.append(f"{candidate.name}: {err}")
-            continue
-        for problem in problems:
-            print(f"rltui: warning: skipped damaged checkpoint {problem}", file=sys.stderr)
-        return VerifiedCheckpoint(candidate, data, metadata)
-    raise LaunchError(f"{flag}: {'; '.join(problems)}")
-
-
-class ResumeTarget(NamedTuple):
-    run_dir: Path  # where the resumed run writes
-    new: bool  # a directory of its own (--run-dir elsewhere), not the checkpoint's run
-
-
-def _resume_target(args, checkpoint_path: Path) -> ResumeTarget:
-    """Where a resume writes: the checkpoint's run directory, or --run-dir when it names
-    another. A checkpoint that a branch set aside is not part of its run's history any
-    more, so it may only go on in a directory of its own."""
-    from rltui.session.checkpoints import CHECKPOINT_DIR, DISCARDED_DIR
-
-    parent = checkpoint_path.parent
-    discarded = parent.parent.name == DISCARDED_DIR and parent.parent.parent.name == CHECKPOINT_DIR
-    if discarded:
-        own = parent.parent.parent.parent
-    else:
-        own = parent.parent if parent.name == CHECKPOINT_DIR else parent
-    if args.run_dir and Path(args.run_dir).resolve() != own.resolve():
-        return ResumeTarget(Path(args.run_dir), new=True)
-    if discarded:
-        raise LaunchError(
-            f"--resume: {checkpoint_path} was set aside when a resume of {own} branched from an earlier "
-            "checkpoint, so it is no longer that run's history; resume it into a new directory with --run-dir DIR"
-        )
-    return ResumeTarget(own, new=False)
-
-
-def _check_checkpoint_fits(config: RunConfig, data: bytes) -> None:
-    """LaunchError unless the checkpoint's arrays have exactly the shapes that `config`'s
-    trainer holds, found from shapes alone (nothing is initialised or compiled), so that a
-    checkpoint of another network is refused before anything is written."""
-    import jax
-    import numpy as np
-
-    from trainers import checkpoint
-    from trainers.parallel import build
-
-    parallel = build(config.static_config(), jax.local_devices()[:1])
-    shapes = jax.eval_shape(parallel.init, parallel.seed_keys(config.seed), config.dynamic_hparams())
-    template = checkpoint.to_portable(jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes))
-    try:
-        checkpoint.decode(data, template)
-    except checkpoint.CheckpointError as err:
-        raise LaunchError(f"--resume: {err}") from None
-
 
 def _presumed_run_dir(args) -> Path | None:
     """The directory this launch will write to, as far as the arguments alone say."""
@@ -134,7 +61,7 @@ def _presumed_run_dir(args) -> Path | None:
     if path.is_dir():
         return path.parent if path.name == "checkpoints" else path
     try:
-        return _resume_target(args, path).run_dir
+        return resume_target(args, path).run_dir
     except LaunchError:
         return None
 
@@ -151,7 +78,7 @@ def launch(args, spec=None) -> int:
         from rltui.loggers import check_loggers
 
         check_loggers(config.loggers)  # a logger whose library is missing: refused before anything starts
-        target = _resume_target(args, resume.path) if resume is not None and writer else None
+        target = resume_target(args, resume.path) if resume is not None and writer else None
     except (ConfigError, LaunchError) as err:
         return _error(str(err))
 
@@ -209,17 +136,17 @@ def launch(args, spec=None) -> int:
 
     from rltui.rundir import lock_run_dir, prepare_run_dir, write_config
 
-    branch = None
+    branched = None
     try:
         if resume is not None:
-            _check_checkpoint_fits(config, resume.data)
+            check_checkpoint_fits(config, resume.data)
             if target.new:
                 run_dir = prepare_run_dir(config, target.run_dir)  # as for a new run
             else:
                 run_dir = target.run_dir
                 lock_run_dir(run_dir)  # before anything is written there
-                branch = _branch(run_dir, resume)
-                _keep_original_config(run_dir)
+                branched = branch(run_dir, resume)
+                keep_original_config(run_dir)
                 write_config(run_dir, config)
             from rltui.session.recorder import truncate_metrics
 
@@ -231,14 +158,14 @@ def launch(args, spec=None) -> int:
                       file=sys.stderr)
     except (ConfigError, LaunchError, OSError) as err:
         return _error(str(err))
-    changes = _resume_changes(config, resume.metadata) if resume is not None else None
+    changes = resume_changes(config, resume.metadata) if resume is not None else None
     hparams = changes.hparams_before if changes is not None else None
     session, recorder = build_session(config, devices, run_dir, resume.data if resume else None, spec, hparams)
-    if branch is not None:
-        recorder.on_event(branch)
+    if branched is not None:
+        recorder.on_event(branched)
     if changes is not None:
         if changes.other:
-            session.add_listener(_AfterResumed(recorder, changes.event(resume.metadata)))
+            session.add_listener(AfterResumed(recorder, changes.event(resume.metadata)))
         if changes.live:
             from rltui.session import SetHParams
 
@@ -272,39 +199,6 @@ def launch(args, spec=None) -> int:
             server.close()  # after the session's last state, so attached clients see it
         recorder.close()
 
-
-def _branch(run_dir: Path, resume: VerifiedCheckpoint):
-    """Resuming from a checkpoint older than the run's latest starts a new history from it:
-    the run's checkpoints after it move aside (before the metrics after it do, so that a
-    crash in between still leaves checkpoints and metrics that agree), and `--resume RUN_DIR`
-    and `rltui info RUN_DIR` then mean the latest of the history that goes on. Returns the
-    event that says what moved, or None if nothing did."""
-    from rltui.session.checkpoints import CheckpointStore
-    from rltui.session.events import SessionEvent
-    from rltui.session.recorder import DISCARDED
-
-    update = int(resume.metadata["update"])
-    store = CheckpointStore.for_run(run_dir)
-    try:
-        moved = store.set_aside_after(update)
-    except OSError as err:
-        raise LaunchError(
-            f"--resume: cannot set aside the checkpoints after update {update} in {store.directory}: "
-            f"{err.strerror or err}"
-        ) from None
-    if moved is None:
-        return None
-    names = ", ".join(str(u) for u in moved.updates)
-    noun = "checkpoint" if len(moved.updates) == 1 else "checkpoints"
-    message = (
-        f"branched at update {update}: {noun} {names} moved to {moved.folder.relative_to(run_dir)}/, "
-        f"and the metrics after update {update} to {DISCARDED}"
-    )
-    print(f"rltui: {run_dir}: {message}", file=sys.stderr)
-    return SessionEvent(
-        "branched", update, message, _elapsed(resume.metadata),
-        {"checkpoints": list(moved.updates), "moved_to": str(moved.folder), "metrics_moved_to": DISCARDED},
-    )
 
 
 def _run_peer(config: RunConfig, devices: list, spec) -> int:
@@ -409,90 +303,3 @@ def make_population(config: RunConfig, base):
 
 def _error(message: str) -> int:
     return report(UsageError(message))
-
-
-
-
-def _keep_original_config(run_dir: Path) -> None:
-    """A resume rewrites config.toml with its own values: the configuration the run started
-    with is kept once, beside it, as config.original.toml. Each resume's changes are events."""
-    import shutil
-
-    current, original = run_dir / "config.toml", run_dir / "config.original.toml"
-    if current.exists() and not original.exists():
-        shutil.copy2(current, original)
-
-
-class _AfterResumed:
-    """A SessionListener that records `event` once the resumed session has said so and
-    compiled (after the recorder has written both): the resume's changes follow the resume,
-    and come before the first chunk's events."""
-
-    def __init__(self, recorder, event):
-        self.recorder, self.event = recorder, event
-
-    def on_state(self, state, message) -> None:
-        pass
-
-    def on_metrics(self, snapshot) -> None:
-        pass
-
-    def on_event(self, event) -> None:
-        if event.kind == "compiled" and self.event is not None:
-            import dataclasses
-
-            pending, self.event = self.event, None
-            self.recorder.on_event(dataclasses.replace(pending, wall_time=event.wall_time))  # the run's clock, now
-
-
-class ResumeChanges(NamedTuple):
-    """What a resume changes against the checkpoint it goes on from."""
-
-    live: dict  # live hyperparameters set to new values: applied as an edit
-    hparams_before: object  # the DynamicHParams to start from: the checkpoint's live values
-    other: dict  # config key -> (before, after), for the other keys
-    update: int
-
-    def event(self, metadata: dict):
-        from rltui.session.events import SessionEvent
-
-        text = ", ".join(f"{key} {before!r} -> {after!r}" for key, (before, after) in self.other.items())
-        return SessionEvent(
-            "config", self.update, f"resumed with {text}", _elapsed(metadata),
-            {"changes": {k: after for k, (_, after) in self.other.items()},
-             "previous": {k: before for k, (before, _) in self.other.items()}},
-        )
-
-
-def _resume_changes(config: RunConfig, metadata: dict) -> ResumeChanges:
-    import math
-
-    from rltui.config import hparams_as_config
-    from trainers.hparams import ALGO_HPARAMS
-
-    saved = {k: float(v) for k, v in (metadata.get("hparams") or {}).items() if isinstance(v, (int, float))}
-    start = config.dynamic_hparams()
-    now = start.as_floats()
-    live = {
-        name: now[name] for name in ALGO_HPARAMS.get(config.algo, ())
-        if name in saved and name in now and not math.isclose(saved[name], now[name], rel_tol=1e-6, abs_tol=1e-12)
-    }
-    if live:
-        start = start.with_updates({name: saved[name] for name in live})
-    try:
-        previous = resume_config(metadata.get("config", {}), metadata.get("hparams", {}), {}).to_toml_dict()
-    except ConfigError:
-        previous = {}
-    recorded = set(hparams_as_config(live))
-    other = {
-        key: (previous[key], value) for key, value in config.to_toml_dict().items()
-        if key in previous and previous[key] != value and key not in recorded
-    }
-    return ResumeChanges(live, start, other, int(metadata.get("update", 0)))
-
-
-def _elapsed(metadata: dict) -> float:
-    try:
-        return float(metadata.get("elapsed", 0.0))
-    except (TypeError, ValueError):
-        return 0.0

@@ -1,0 +1,215 @@
+"""`rltui launch --resume`: the checkpoint read and verified, where the resumed run writes,
+whether the checkpoint fits the configured trainer, the new history that an older checkpoint
+starts, and what the resume changes against the checkpoint, recorded as events.
+
+Reading and verifying a checkpoint never imports the run's env module (`rltui info` and
+`rltui eval` read checkpoints through here). Only `check_checkpoint_fits` builds the
+trainer, and the launch calls it after its preflight has imported an env named by import
+path and said so."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+from rltui.config import ConfigError, RunConfig, resume_config
+from rltui.errors import LaunchError
+
+
+class VerifiedCheckpoint(NamedTuple):
+    path: Path
+    data: bytes
+    metadata: dict
+
+
+def load_verified_checkpoint(path: Path, flag: str) -> VerifiedCheckpoint:
+    """Read and verify (format, version, checksum) a checkpoint file, or the newest valid
+    checkpoint of a run directory, skipping damaged ones with a warning."""
+    from rltui.session.checkpoints import CheckpointStore, resolve_checkpoint
+    from trainers.checkpoint import CheckpointError, verify
+
+    try:
+        candidates = [resolve_checkpoint(path)]
+    except OSError as err:
+        raise LaunchError(f"{flag}: {err}") from None
+    if path.is_dir():
+        stores = (CheckpointStore.for_run(path), CheckpointStore(path))
+        candidates = next((s.paths()[::-1] for s in stores if s.paths()), candidates)
+    problems = []
+    for candidate in candidates:
+        try:
+            data = candidate.read_bytes()
+            metadata = verify(data)
+        except (OSError, CheckpointError) as err:
+            problems.append(f"{candidate.name}: {err}")
+            continue
+        for problem in problems:
+            print(f"rltui: warning: skipped damaged checkpoint {problem}", file=sys.stderr)
+        return VerifiedCheckpoint(candidate, data, metadata)
+    raise LaunchError(f"{flag}: {'; '.join(problems)}")
+
+
+class ResumeTarget(NamedTuple):
+    run_dir: Path  # where the resumed run writes
+    new: bool  # a directory of its own (--run-dir elsewhere), not the checkpoint's run
+
+
+def resume_target(args, checkpoint_path: Path) -> ResumeTarget:
+    """Where a resume writes: the checkpoint's run directory, or --run-dir when it names
+    another. A checkpoint that a branch set aside is not part of its run's history any
+    more, so it may only go on in a directory of its own."""
+    from rltui.session.checkpoints import CHECKPOINT_DIR, DISCARDED_DIR
+
+    parent = checkpoint_path.parent
+    discarded = parent.parent.name == DISCARDED_DIR and parent.parent.parent.name == CHECKPOINT_DIR
+    if discarded:
+        own = parent.parent.parent.parent
+    else:
+        own = parent.parent if parent.name == CHECKPOINT_DIR else parent
+    if args.run_dir and Path(args.run_dir).resolve() != own.resolve():
+        return ResumeTarget(Path(args.run_dir), new=True)
+    if discarded:
+        raise LaunchError(
+            f"--resume: {checkpoint_path} was set aside when a resume of {own} branched from an earlier "
+            "checkpoint, so it is no longer that run's history; resume it into a new directory with --run-dir DIR"
+        )
+    return ResumeTarget(own, new=False)
+
+
+def check_checkpoint_fits(config: RunConfig, data: bytes) -> None:
+    """LaunchError unless the checkpoint's arrays have exactly the shapes that `config`'s
+    trainer holds, found from shapes alone (nothing is initialised or compiled), so that a
+    checkpoint of another network is refused before anything is written."""
+    import jax
+    import numpy as np
+
+    from trainers import checkpoint
+    from trainers.parallel import build
+
+    parallel = build(config.static_config(), jax.local_devices()[:1])
+    shapes = jax.eval_shape(parallel.init, parallel.seed_keys(config.seed), config.dynamic_hparams())
+    template = checkpoint.to_portable(jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes))
+    try:
+        checkpoint.decode(data, template)
+    except checkpoint.CheckpointError as err:
+        raise LaunchError(f"--resume: {err}") from None
+
+
+def branch(run_dir: Path, resume: VerifiedCheckpoint):
+    """Resuming from a checkpoint older than the run's latest starts a new history from it:
+    the run's checkpoints after it move aside (before the metrics after it do, so that a
+    crash in between still leaves checkpoints and metrics that agree), and `--resume RUN_DIR`
+    and `rltui info RUN_DIR` then mean the latest of the history that goes on. Returns the
+    event that says what moved, or None if nothing did."""
+    from rltui.session.checkpoints import CheckpointStore
+    from rltui.session.events import SessionEvent
+    from rltui.session.recorder import DISCARDED
+
+    update = int(resume.metadata["update"])
+    store = CheckpointStore.for_run(run_dir)
+    try:
+        moved = store.set_aside_after(update)
+    except OSError as err:
+        raise LaunchError(
+            f"--resume: cannot set aside the checkpoints after update {update} in {store.directory}: "
+            f"{err.strerror or err}"
+        ) from None
+    if moved is None:
+        return None
+    names = ", ".join(str(u) for u in moved.updates)
+    noun = "checkpoint" if len(moved.updates) == 1 else "checkpoints"
+    message = (
+        f"branched at update {update}: {noun} {names} moved to {moved.folder.relative_to(run_dir)}/, "
+        f"and the metrics after update {update} to {DISCARDED}"
+    )
+    print(f"rltui: {run_dir}: {message}", file=sys.stderr)
+    return SessionEvent(
+        "branched", update, message, _elapsed(resume.metadata),
+        {"checkpoints": list(moved.updates), "moved_to": str(moved.folder), "metrics_moved_to": DISCARDED},
+    )
+
+
+def keep_original_config(run_dir: Path) -> None:
+    """A resume rewrites config.toml with its own values: the configuration the run started
+    with is kept once, beside it, as config.original.toml. Each resume's changes are events."""
+    import shutil
+
+    current, original = run_dir / "config.toml", run_dir / "config.original.toml"
+    if current.exists() and not original.exists():
+        shutil.copy2(current, original)
+
+
+class AfterResumed:
+    """A SessionListener that records `event` once the resumed session has said so and
+    compiled (after the recorder has written both): the resume's changes follow the resume,
+    and come before the first chunk's events."""
+
+    def __init__(self, recorder, event):
+        self.recorder, self.event = recorder, event
+
+    def on_state(self, state, message) -> None:
+        pass
+
+    def on_metrics(self, snapshot) -> None:
+        pass
+
+    def on_event(self, event) -> None:
+        if event.kind == "compiled" and self.event is not None:
+            import dataclasses
+
+            pending, self.event = self.event, None
+            self.recorder.on_event(dataclasses.replace(pending, wall_time=event.wall_time))  # the run's clock, now
+
+
+class ResumeChanges(NamedTuple):
+    """What a resume changes against the checkpoint it goes on from."""
+
+    live: dict  # live hyperparameters set to new values: applied as an edit
+    hparams_before: object  # the DynamicHParams to start from: the checkpoint's live values
+    other: dict  # config key -> (before, after), for the other keys
+    update: int
+
+    def event(self, metadata: dict):
+        from rltui.session.events import SessionEvent
+
+        text = ", ".join(f"{key} {before!r} -> {after!r}" for key, (before, after) in self.other.items())
+        return SessionEvent(
+            "config", self.update, f"resumed with {text}", _elapsed(metadata),
+            {"changes": {k: after for k, (_, after) in self.other.items()},
+             "previous": {k: before for k, (before, _) in self.other.items()}},
+        )
+
+
+def resume_changes(config: RunConfig, metadata: dict) -> ResumeChanges:
+    import math
+
+    from rltui.config import hparams_as_config
+    from trainers.hparams import ALGO_HPARAMS
+
+    saved = {k: float(v) for k, v in (metadata.get("hparams") or {}).items() if isinstance(v, (int, float))}
+    start = config.dynamic_hparams()
+    now = start.as_floats()
+    live = {
+        name: now[name] for name in ALGO_HPARAMS.get(config.algo, ())
+        if name in saved and name in now and not math.isclose(saved[name], now[name], rel_tol=1e-6, abs_tol=1e-12)
+    }
+    if live:
+        start = start.with_updates({name: saved[name] for name in live})
+    try:
+        previous = resume_config(metadata.get("config", {}), metadata.get("hparams", {}), {}).to_toml_dict()
+    except ConfigError:
+        previous = {}
+    recorded = set(hparams_as_config(live))
+    other = {
+        key: (previous[key], value) for key, value in config.to_toml_dict().items()
+        if key in previous and previous[key] != value and key not in recorded
+    }
+    return ResumeChanges(live, start, other, int(metadata.get("update", 0)))
+
+
+def _elapsed(metadata: dict) -> float:
+    try:
+        return float(metadata.get("elapsed", 0.0))
+    except (TypeError, ValueError):
+        return 0.0
