@@ -311,8 +311,8 @@ class ImportedEnv:
     here, and its state is a `RestartState`: a rollout draws one restart state per env
     before its time loop (`draw_restart`) and steps with `RestartKey`s, so an ended episode
     restarts from it and the env's reset runs once per env and rollout, not on every step.
-    Stepped with a plain key (evaluation, check-env, watching), it restarts from a reset
-    drawn from a split of the step's key."""
+    Stepped with a plain key (evaluation, check-env), it restarts from a reset drawn from a
+    split of the step's key; with an `envs.NoResetKey` (watching), it does not restart."""
 
     def __init__(self, env: Any, action: ActionSpace, obs_shape: tuple[int, ...], resets_itself: bool):
         self._env = env
@@ -358,12 +358,20 @@ class ImportedEnv:
         import jax
         import jax.numpy as jnp
 
+        from trainers.envs import NoResetKey
+
         if not self._action.discrete:
             action = jnp.reshape(action, self._action.shape)
         cached = isinstance(key, RestartKey)
-        step_key = key.key if cached else key
+        to_end = isinstance(key, NoResetKey)
+        step_key = key.key if cached or to_end else key
         if not (self._resets_itself or cached):
             step_key, reset_key = jax.random.split(step_key)
+        if to_end:
+            from trainers.presampled_reset import PresampledResetWrapper
+
+            if isinstance(self._env, PresampledResetWrapper):
+                step_key = key  # gymnax's own auto-reset, which the wrapper leaves out when asked
         inner = state if self._resets_itself else state.env_state
         obs, next_state, reward, terminated, truncated, info = self._env.step(step_key, inner, action, params)
         terminated = jnp.asarray(terminated).astype(bool)
@@ -372,6 +380,9 @@ class ImportedEnv:
         if self._resets_itself:
             final = self._obs(info["final_observation"])
             obs = self._obs(obs)
+        elif to_end:
+            obs = final = self._obs(obs)
+            next_state = RestartState(next_state, state.restart_obs, state.restart_state)
         else:
             final = self._obs(obs)
             if cached:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 # Environments the trainers support: Box observations, Discrete or Box actions.
 CLASSIC_CONTROL = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "MountainCarContinuous-v0")
@@ -34,12 +34,23 @@ OBS_SIZES: dict[str, int] = {
 }
 
 
+class NoResetKey(NamedTuple):
+    """A step's key, asking the env not to restart where the episode ends: the step returns
+    the state (and observation) that ended it, and whoever steps on resets it. For acting
+    outside training, where the last state is shown (the watch view). Every `EnvSpec.env`
+    takes one: the transition is the one a plain `key` makes. An imported env that resets
+    itself inside its own step still returns its reset state; its
+    `info["final_observation"]` is the last observation all the same."""
+
+    key: Any
+
+
 @dataclasses.dataclass(frozen=True)
 class EnvSpec:
     """An environment ready to train on, and what the policy needs to know about it."""
 
     env_id: str
-    env: Any  # gymnax environment, wrapped (flat observations, episode statistics)
+    env: Any  # gymnax environment, wrapped (flat observations, episode statistics); see NoResetKey
     params: Any  # gymnax EnvParams
     obs_shape: tuple[int, ...]  # before flattening
     discrete: bool
@@ -100,8 +111,11 @@ def make_env(env_id: str) -> EnvSpec:
     obs_shape = tuple(int(d) for d in base.observation_space(params).shape)
     space = base.action_space(params)
     draw_step = None
-    if type(base).step is Environment.step:  # an env with its own `step` (DeepSea) keeps it
-        base = PresampledResetWrapper(base)
+    # Every base env is wrapped, so that it takes a NoResetKey; one with its own `step`
+    # (DeepSea) keeps it: stepped with plain keys, never drawn ahead.
+    own_step = type(base).step is not Environment.step
+    base = PresampledResetWrapper(base)
+    if not own_step:
         draw_step = functools.partial(base.draw_step, params=params)
     flat = FlattenObservationWrapper(base)
     if kept is not None:

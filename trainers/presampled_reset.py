@@ -21,6 +21,8 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.wrappers.purerl import GymnaxWrapper
 
+from trainers.envs import NoResetKey
+
 
 @struct.dataclass
 class StepDraw:
@@ -34,8 +36,11 @@ class StepDraw:
 
 class PresampledResetWrapper(GymnaxWrapper):
     """Wraps a gymnax base env (below the observation and logging wrappers, which pass the
-    step's first argument through untouched). `step` takes a `StepDraw` from `draw_step`;
-    given a plain key it is gymnax's own `step`."""
+    step's first argument through untouched). `step` takes a `StepDraw` from `draw_step`,
+    or an `envs.NoResetKey` (the transition, without the reset); given a plain key it is the
+    env's own `step`. An env with a `step` of its own (DeepSea: it carries episode totals
+    across resets) is only ever given plain keys and `NoResetKey`s: its reset is its own,
+    its transition is `step_env`'s."""
 
     def draw_step(self, key: jax.Array, params) -> StepDraw:
         """What gymnax's `step(key, ...)` would draw: the same split, the same reset."""
@@ -45,15 +50,20 @@ class PresampledResetWrapper(GymnaxWrapper):
 
     @functools.partial(jax.jit, static_argnames=("self",))
     def step(self, key, state, action, params=None):
-        if not isinstance(key, StepDraw):
+        to_end = isinstance(key, NoResetKey)
+        if not (to_end or isinstance(key, StepDraw)):
             return self._env.step(key, state, action, params)
         if params is None:
             params = self._env.default_params
-        obs, next_state, reward, terminated, info = self._env.step_env(key.key, state, action, params)
+        # gymnax's split of a plain key: the transition it would make.
+        step_key = jax.random.split(key.key)[0] if to_end else key.key
+        obs, next_state, reward, terminated, info = self._env.step_env(step_key, state, action, params)
         truncated = self._env.is_truncated(next_state, params)
+        info = {**info, "terminated": terminated, "truncated": truncated, "final_observation": obs}
+        if to_end:
+            return obs, next_state, reward, terminated, truncated, info
         done = jnp.logical_or(terminated, truncated)
         select = lambda reset, stepped: jax.lax.select(done, reset, stepped)
-        info = {**info, "terminated": terminated, "truncated": truncated, "final_observation": obs}
         return (
             jax.tree.map(select, key.reset_obs, obs),
             jax.tree.map(select, key.reset_state, next_state),

@@ -60,7 +60,8 @@ BLOCK_STEPS = 16  # steps per device call
 
 
 class _Ahead(NamedTuple):
-    """A step computed ahead: what it showed, and the state after it (host arrays)."""
+    """A step computed ahead: what it showed, and the state after it (host arrays): where the
+    step ended the episode, the state that ended it (the env is not reset within a block)."""
 
     view: StepView
     state: Any
@@ -156,6 +157,7 @@ class Player:
         import jax.numpy as jnp
 
         from trainers import networks
+        from trainers.envs import NoResetKey
         from trainers.rollout import env_action
 
         act_key, step_key = jax.random.split(key)
@@ -167,9 +169,13 @@ class Player:
             action = networks.greedy_action(policy_out, self.spec.discrete)
         else:
             action = networks.sample_action(act_key, policy_out, log_std, self.spec.discrete)
-        obs2, env_state2, reward, terminated, truncated, _ = self.spec.env.step(
-            step_key, env_state, env_action(self.spec, action), self.spec.params
+        # Without the env's auto-reset: the state after a step that ends the episode is the
+        # one that ended it, for the frame that says so; `step` resets before the next one.
+        _, env_state2, reward, terminated, truncated, info = self.spec.env.step(
+            NoResetKey(step_key), env_state, env_action(self.spec, action), self.spec.params
         )
+        # The step's observation, and the last one where an env resets itself in its own step.
+        obs2 = info["final_observation"]
         probs = jax.nn.softmax(policy_out) if self.spec.discrete else None
         std = None if self.spec.discrete else jnp.exp(log_std)
         return (env_state2, obs2, hidden, action, probs, policy_out, std, value, reward,
@@ -220,7 +226,7 @@ class Player:
             )
             self._ahead.append(_Ahead(view, at(env_state), np.asarray(obs[i]), at(hidden), np.asarray(key[i])))
             if view.done:
-                break  # the env resets itself after; the view starts the next episode its own way
+                break  # this state ended the episode; `step` resets before the next one
 
     def step(self) -> StepView:
         if self.episode.done:

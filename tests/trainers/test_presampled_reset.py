@@ -56,3 +56,39 @@ def test_presampled_steps_equal_gymnax_steps_across_episode_ends(env_id):
             np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-5)
         else:  # flags, counters, actions: exactly gymnax's
             np.testing.assert_array_equal(mine, theirs)
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Breakout-MinAtar", "CartPole-v1-pomdp", "DeepSea-bsuite"])
+def test_a_no_reset_key_steps_as_a_plain_key_but_keeps_the_state_that_ended_the_episode(env_id):
+    """Every built-in env takes a `NoResetKey` (the watch view steps with them): the same
+    transition as the plain key's, and where the episode ends, no reset: the observation is
+    the final one, and the state is not the reset one the plain step returns."""
+    from trainers.envs import NoResetKey
+
+    spec = make_env(env_id)
+    horizon = 60
+    keys = jax.random.split(jax.random.PRNGKey(0), (horizon, ENVS))
+    actions = jax.random.randint(jax.random.PRNGKey(2), (horizon, ENVS), 0, spec.num_actions)
+    step = jax.vmap(spec.env.step, in_axes=(0, 0, 0, None))
+
+    def body(state, xs):
+        key, action = xs
+        plain = step(key, state, action, spec.params)
+        kept = step(NoResetKey(key), state, action, spec.params)
+        inner = lambda out: jax.tree.leaves(out[1].env_state)  # below the logging wrapper
+        same = [jnp.all(jnp.equal(a, b).reshape(ENVS, -1), axis=1) for a, b in zip(inner(plain), inner(kept))]
+        return plain[1], {
+            "done": plain[3] | plain[4], "same_state": jnp.stack(same).all(axis=0),
+            "reward": (plain[2], kept[2]), "terminated": (plain[3], kept[3]), "truncated": (plain[4], kept[4]),
+            "obs": (plain[5]["final_observation"], kept[0]),
+            "final_observation": (plain[5]["final_observation"], kept[5]["final_observation"]),
+        }
+
+    _, state = jax.vmap(spec.env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(1), ENVS), spec.params)
+    _, out = jax.jit(lambda: jax.lax.scan(body, state, (keys, actions)))()
+    out = jax.tree.map(np.asarray, out)
+    done, same = out.pop("done"), out.pop("same_state")
+    assert done.sum() >= ENVS
+    for name, (plain, kept) in out.items():
+        np.testing.assert_allclose(kept, plain, rtol=1e-5, atol=1e-5, err_msg=name)
+    assert same[~done].all() and not same[done].any()
