@@ -33,7 +33,10 @@ def _config_and_resume(args) -> tuple[RunConfig, VerifiedCheckpoint | None]:
     file_values = load_toml(args.config) if args.config else {}
     overrides = parse_overrides(args.overrides)
     if not args.resume:
-        return build_config(file_values, overrides, use_preset=not args.no_preset), None
+        config = build_config(file_values, overrides, use_preset=not args.no_preset)
+        if "total_timesteps" in {**file_values, **overrides}:
+            _say_total_rounding(config)
+        return config, None
     path, data, metadata = load_verified_checkpoint(Path(args.resume), "--resume")
     config = resume_config(metadata.get("config", {}), metadata.get("hparams", {}), {**file_values, **overrides})
     done = int(metadata.get("update", 0))
@@ -47,7 +50,19 @@ def _config_and_resume(args) -> tuple[RunConfig, VerifiedCheckpoint | None]:
             f"which {config.total_timesteps:,}{rounded} does not go beyond; set a larger one to train on, "
             f"e.g. --set total_timesteps={2 * done * config.steps_per_update}"
         )
+    if "total_timesteps" in {**file_values, **overrides}:
+        _say_total_rounding(config)
     return config, VerifiedCheckpoint(path, data, metadata)
+
+
+def _say_total_rounding(config: RunConfig) -> None:
+    """A run trains whole updates: a total the user asked for that is not a whole number of
+    them is said once, with what the run will train."""
+    trained = config.total_updates * config.steps_per_update
+    if trained != config.total_timesteps:
+        noun = "update" if config.total_updates == 1 else "updates"
+        print(f"rltui: total_timesteps {config.total_timesteps:,} trains {config.total_updates:,} whole {noun} of "
+              f"{config.steps_per_update:,} env steps: {trained:,} env steps", file=sys.stderr)
 
 
 

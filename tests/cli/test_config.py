@@ -505,3 +505,24 @@ def test_env_kwargs_go_with_an_import_path_or_a_suite_id_only():
     assert build_config({}, {"env": "my_pkg.envs:make", "env_kwargs": {"n": 3}}).env_kwargs == {"n": 3}
     with pytest.raises(ConfigError, match="env_kwargs: only an env given by import path or another suite's id"):
         build_config({}, {"env": "CartPole-v1", "env_kwargs": {"n": 3}})
+
+
+@pytest.mark.parametrize("total,said", [
+    ("100", "rltui: total_timesteps 100 trains 1 whole update of 512 env steps: 512 env steps\n"),
+    ("3e5", "rltui: total_timesteps 300,000 trains 585 whole updates of 512 env steps: 299,520 env steps\n"),
+    ("1024", ""),
+])
+def test_a_total_that_is_not_whole_updates_is_said_with_what_trains(total, said, monkeypatch, capsys):
+    import rltui.launch
+    from rltui.cli import main
+
+    seen = {}
+
+    def fake_launch(args, spec=None):
+        seen["config"] = rltui.launch._config_and_resume(args)[0]
+        return 0
+
+    monkeypatch.setattr(rltui.launch, "launch", fake_launch)
+    assert main(["launch", "--no-ui", "--set", f"total_timesteps={total}"]) == 0
+    assert seen["config"].steps_per_update == 512
+    assert capsys.readouterr().err == said
