@@ -75,17 +75,20 @@ def info_record(path: Path, data: bytes, metadata: dict) -> dict[str, Any]:
         "config": {name: value for name, value in config.items() if name in applies or name not in KEYS},
         "edits": list(metadata.get("edits", [])),
         "versions": dict(metadata.get("versions", {})),
-        "population": population_record(metadata.get("population"), config, applies),
+        "population": population_record(metadata.get("population"), config, applies,
+                                        final=metadata.get("reason") == "final"),
     }
 
 
 PBT_KEYS = ("pbt_every_updates", "pbt_fraction", "pbt_perturb", "pbt_metric", "pbt_keys")
 
 
-def population_record(saved: Any, config: dict[str, Any], applies: set[str]) -> dict[str, Any] | None:
+def population_record(saved: Any, config: dict[str, Any], applies: set[str], *,
+                      final: bool = False) -> dict[str, Any] | None:
     """A population's members as the checkpoint saved them (None for one configuration):
     `keys` are the hyperparameters that differ between members (the swept ones first),
-    each member's `values` every hyperparameter it trains with (config names and values)."""
+    each member's `values` every hyperparameter it trains with (config names and values).
+    In a run's final checkpoint a member still training when the run ended is finished."""
     from rltui.config import hparams_as_config
 
     if not isinstance(saved, dict) or not isinstance(saved.get("members"), list):
@@ -97,7 +100,8 @@ def population_record(saved: Any, config: dict[str, Any], applies: set[str]) -> 
         members.append({
             "member": m,
             "values": {k: v for k, v in hparams_as_config(values).items() if k in applies},
-            "state": member.get("state", "training"),
+            "state": "finished" if final and member.get("state", "training") == "training"
+            else member.get("state", "training"),
             "parent": member.get("parent"),
             "latest_return": member.get("latest_return"),
             "best_return": member.get("best_return"),

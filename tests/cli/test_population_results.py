@@ -205,6 +205,7 @@ def test_info_shows_each_members_values_state_parent_and_returns(population_run)
     rows = out.splitlines()[out.splitlines().index(header) + 1:][:2]
     assert [r.split()[0] for r in rows] == ["0", "1"]
     starred = [r.split()[1] == "*" for r in rows]
+    assert all(" finished " in r for r in rows), rows
 
     record = json.loads(rltui(["info", run, "--json"], work, cache=work / "cache", timeout=120).stdout)
     population = record["population"]
@@ -214,7 +215,8 @@ def test_info_shows_each_members_values_state_parent_and_returns(population_run)
     members = population["members"]
     assert [m["member"] for m in members] == [0, 1]
     for m in members:
-        assert m["state"] == "training" and m["values"]["gamma"] == pytest.approx(0.99)
+        # the run's final checkpoint: a member that trained to the end is finished, not "training"
+        assert m["state"] == "finished" and m["values"]["gamma"] == pytest.approx(0.99)
         assert "anneal_updates" not in m["values"]  # internal, not a config key
         assert isinstance(m["latest_return"], float) and m["best_return"] >= m["latest_return"] - 1e-6
     # the lineage the checkpoint keeps is population.jsonl's last table (PBT ran at updates 4 and 8)
