@@ -62,7 +62,7 @@ class EnvSpec:
     draw_step: Any = None
     # (env_state, keys) -> env_state, batched over envs: each env's restart state drawn
     # afresh from its key, once per rollout before its steps, which then pass
-    # `env_import.RestartKey`s (an env rltui resets, see `env_import.ImportedEnv`). None: the
+    # `env_adapter.RestartKey`s (an env rltui resets, see `env_adapter.ImportedEnv`). None: the
     # env's step resets it by itself, from its key or its `draw_step`.
     draw_restarts: Any = None
 
@@ -137,8 +137,9 @@ def _make_imported(env_id: str) -> EnvSpec:
     from gymnax.wrappers.purerl import FlattenObservationWrapper, LogWrapper
 
     from trainers import env_import
+    from trainers.env_adapter import adapt
 
-    adapted = env_import.adapt(env_import.load(env_id))
+    adapted = adapt(env_import.load(env_id))
     env = LogWrapper(FlattenObservationWrapper(adapted.env))
     action = adapted.action
     draw_restarts = None

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from trainers import networks
-from trainers.env_import import RestartKey
+from trainers.env_adapter import RestartKey
 from trainers.envs import EnvSpec
 from trainers.types import Transition
 
