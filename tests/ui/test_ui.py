@@ -671,6 +671,36 @@ async def test_eta_waits_for_the_second_chunk_after_each_start(tmp_path):
     await run_scenario(fake, tmp_path, scenario)
 
 
+async def test_the_status_line_names_the_end_as_rltui_runs_does(tmp_path):
+    # One word for how a run ended, from the same events, here, in rltui runs and headless.
+    from rltui.runs_view.discovery import state_of
+
+    def ended(events: list[tuple[str, str]], finish: bool = True):
+        async def scenario(app, pilot):
+            await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+            fake.on_thread(fake.advance, 10)
+            for kind, message in events:
+                fake.on_thread(fake.event, kind, message)
+            if finish:
+                fake.on_thread(fake.set_state, SessionState.FINISHED)
+            else:
+                fake.submit(Stop())
+            await until(pilot, lambda: app.session_state is SessionState.FINISHED)
+            await until(pilot, lambda: "finished" in app.dashboard.events_log.text)
+            seen.append((status_text(app), list(app._notifications)[-1].title))
+
+        return scenario
+
+    seen: list[tuple[str, str]] = []
+    for events, finish in (([("finished", "finished 10 updates")], True),
+                           ([], False),
+                           ([("nonfinite", "non-finite loss or gradient: training paused")], False)):
+        fake = FakeSession(total_updates=10)
+        await run_scenario(fake, tmp_path, ended(events, finish))
+    assert seen == [("finished", "finished"), ("stopped", "stopped"), ("diverged", "diverged")]
+    assert state_of([{"kind": "finished", "message": "stopped at update 10"}], live=False).name == "stopped"
+
+
 async def test_a_stopped_or_failed_run_shows_no_eta(tmp_path):
     fake = FakeSession()
 
@@ -682,7 +712,7 @@ async def test_a_stopped_or_failed_run_shows_no_eta(tmp_path):
         await until(pilot, lambda: _eta(app) == "0:09")
         fake.submit(Stop())  # what k does, for every client
         await until(pilot, lambda: app.session_state is SessionState.FINISHED)
-        assert status_text(app) == "finished"
+        assert status_text(app) == "stopped"
         assert _eta(app) is None and "update 20/1,000" in progress_text(app)
 
     await run_scenario(fake, tmp_path, scenario)

@@ -182,8 +182,9 @@ class DashboardScreen(Screen):
         self.hparams_panel.values = snapshot.hparams
         self.hparams_panel.per_member = snapshot.population.keys if snapshot.population is not None else ()
 
-    def show_state(self, state: SessionState, message: str | None, pending: str | None) -> None:
-        self.status.show_state(state, message, pending)
+    def show_state(self, state: SessionState, message: str | None, pending: str | None,
+                   ending: str | None = None) -> None:
+        self.status.show_state(state, message, pending, ending)
 
     def add_event(self, event: SessionEvent) -> None:
         self.events_log.add(event)
