@@ -120,8 +120,8 @@ class SessionHandlers:
             latest = self.latest
             hint = "" if latest is None else "\n" + continue_line(
                 self.run_dir, latest.env_steps, latest.update >= latest.total_updates)
-            self.notify(f"{said}. Press q to {leave}.{hint}", title="finished" if ending is None else ending.name,
-                        timeout=20)
+            # A note that goes as others do: the status line keeps the state.
+            self.notify(f"{said}. Press q to {leave}.{hint}", title="finished" if ending is None else ending.name)
 
     def on_session_event_logged(self, message: SessionEventLogged) -> None:
         if self._hold_until_ready(message):

@@ -23,13 +23,15 @@ from fakes import FakeSession, fixed_device_stats
 TIMEOUT = 10.0
 
 
-async def run_scenario(session, run_dir: Path, scenario, size=(100, 30), config=None, **app_kwargs) -> DashboardApp:
+async def run_scenario(session, run_dir: Path, scenario, size=(100, 30), config=None, notifications=False,
+                       **app_kwargs) -> DashboardApp:
+    """`notifications`: draw them (toasts), as a terminal does; off, they are only listed."""
     app_kwargs.setdefault("device_source", fixed_device_stats())
     app_kwargs.setdefault("user_theme_dir", run_dir / "no-user-themes")
     app = DashboardApp(session, config or RunConfig(), run_dir, chart_interval=0, refresh_interval=0, **app_kwargs)
 
     async def main():
-        async with app.run_test(size=size) as pilot:
+        async with app.run_test(size=size, notifications=notifications) as pilot:
             await until(pilot, lambda: session.started)
             await scenario(app, pilot)
 
@@ -699,6 +701,42 @@ async def test_the_status_line_names_the_end_as_rltui_runs_does(tmp_path):
         await run_scenario(fake, tmp_path, ended(events, finish))
     assert seen == [("finished", "finished"), ("stopped", "stopped"), ("diverged", "diverged")]
     assert state_of([{"kind": "finished", "message": "stopped at update 10"}], live=False).name == "stopped"
+
+
+def screen_text(app: DashboardApp) -> str:
+    """What the terminal shows, as text (the SVG screenshot's, spaces and all)."""
+    import html
+    import re
+
+    svg = app.export_screenshot()
+    return html.unescape(" ".join(re.findall(r">([^<>]*)</text>", svg))).replace("\xa0", " ")
+
+
+async def test_the_end_of_a_run_is_a_passing_note_under_the_help(tmp_path):
+    # The note that a run has ended goes as others do (the status line keeps the state),
+    # and the help screen, asked for, is drawn above it rather than under it.
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        fake.on_thread(fake.advance, 10)
+        fake.submit(Stop())
+        await until(pilot, lambda: app.session_state is SessionState.FINISHED)
+        await pilot.pause()
+        (note,) = app._notifications
+        assert note.title == "stopped" and note.timeout == app.NOTIFICATION_TIMEOUT
+        assert "Stopped at update 10" in screen_text(app)
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.pause()
+        shown = screen_text(app)
+        assert "help (Esc closes)" in shown and "Stopped at update 10" not in shown
+        await pilot.press("escape")
+        await pilot.pause()
+        assert "Stopped at update 10" in screen_text(app)  # not over yet: back once the help has gone
+        assert status_text(app) == "stopped"
+
+    await run_scenario(fake, tmp_path, scenario, size=(80, 24), notifications=True)
 
 
 async def test_a_stopped_or_failed_run_shows_no_eta(tmp_path):
