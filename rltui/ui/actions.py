@@ -230,6 +230,11 @@ class DashboardActions:
         elif not isinstance(self.screen, QuitConfirm):
             self.push_screen(QuitConfirm(self.session_state, self.pending), self._quit_answered)
 
+    async def action_help_quit(self) -> None:
+        """ctrl+c: Textual's own binding only notes which key quits; here it is that key,
+        q (asks first while training runs; attached, detaches)."""
+        await self.action_quit()
+
     def _quit_answered(self, stop: bool | None) -> None:
         if not stop:
             return

@@ -14,7 +14,6 @@ from textual import work
 from textual.css.query import NoMatches
 from textual.message import Message
 
-from rltui.headless import continue_line
 from rltui.runs_view.discovery import RunState, state_of
 from rltui.session import SessionState
 from rltui.ui.messages import DeviceStatsSampled, MetricsUpdated, SessionEventLogged, SessionStateChanged
@@ -117,11 +116,9 @@ class SessionHandlers:
             leave = "close this dashboard" if self.attached else "quit"
             ending = self.ended_as
             said = "Training has ended" if ending is None else ending.detail[:1].upper() + ending.detail[1:]
-            latest = self.latest
-            hint = "" if latest is None else "\n" + continue_line(
-                self.run_dir, latest.env_steps, latest.update >= latest.total_updates)
-            # A note that goes as others do: the status line keeps the state.
-            self.notify(f"{said}. Press q to {leave}.{hint}", title="finished" if ending is None else ending.name)
+            # A note that goes as others do: the status line keeps the state, and how to
+            # go on is printed once the dashboard has closed (rltui.ui.runner).
+            self.notify(f"{said}. Press q to {leave}.", title="finished" if ending is None else ending.name)
 
     def on_session_event_logged(self, message: SessionEventLogged) -> None:
         if self._hold_until_ready(message):

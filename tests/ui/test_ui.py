@@ -770,6 +770,36 @@ async def test_a_stopped_or_failed_run_shows_no_eta(tmp_path):
     await run_scenario(failed, tmp_path, failing)
 
 
+async def test_ctrl_c_asks_as_q_does(tmp_path):
+    # Not Textual's "Do you want to quit? Press q" note, then a second question: the one
+    # question of q, at once.
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        await pilot.press("ctrl+c")
+        assert isinstance(app.screen, QuitConfirm) and notes(app) == []
+        await pilot.press("n")
+        assert not isinstance(app.screen, QuitConfirm) and fake.commands == []
+        await pilot.press("ctrl+c", "y")
+        await until(pilot, lambda: app.return_code is not None)
+        assert fake.commands == [Stop()]
+
+    await run_scenario(fake, tmp_path, scenario)
+
+    class AttachedSession(FakeSession):
+        outlives_client = True
+
+    attached = AttachedSession()
+
+    async def detach(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        await pilot.press("ctrl+c")  # as q: detach, the run goes on
+        assert app.return_code == 0 and attached.commands == []
+
+    await run_scenario(attached, tmp_path, detach)
+
+
 async def test_the_quit_question_of_a_paused_run_offers_to_keep_it_paused(tmp_path):
     fake = FakeSession()
 
@@ -925,24 +955,6 @@ async def test_the_footer_shows_the_keys_before_the_app_has_the_focus(tmp_path):
         assert "Pause" not in shown(app)
 
     await run_scenario(fake, tmp_path, scenario)
-
-
-async def test_a_finished_run_says_how_to_train_on(tmp_path):
-    fake = FakeSession(total_updates=10)
-    app = DashboardApp(fake, RunConfig(), tmp_path, device_source=fixed_device_stats(), chart_interval=0,
-                       refresh_interval=0, user_theme_dir=tmp_path / "no-user-themes")
-
-    async def main():
-        async with app.run_test(size=(120, 40), notifications=True) as pilot:
-            await until(pilot, lambda: fake.started)
-            fake.on_thread(fake.advance, 10)
-            await until(pilot, lambda: "update 10/" in progress_text(app))
-            fake.on_thread(fake.set_state, SessionState.FINISHED)
-            await until(pilot, lambda: any("To train on: rltui launch --resume" in n for n in notes(app)))
-            (note,) = [n for n in notes(app) if "To train on" in n]
-            assert f"--set total_timesteps={2 * 10 * fake.steps_per_update}" in note
-
-    await main()
 
 
 async def test_a_run_that_evaluates_shows_its_evaluation_return(tmp_path):
