@@ -36,6 +36,9 @@ class DashboardActions:
         return availability.applies(action, attached=self.attached)
 
     def unavailable_reason(self, action: str) -> str | None:
+        if action in availability.VIEW_ACTIONS:
+            return availability.view_unavailable_reason(
+                action, num_seeds=self.config.num_seeds, population=self.dashboard.population)
         return availability.unavailable_reason(
             action, state=self.session_state, pending=self.pending, quitting=self.quitting
         )
@@ -62,7 +65,7 @@ class DashboardActions:
         that can do nothing say why rather than nothing."""
         reason = self.unavailable_reason(action)
         if reason is not None:
-            self.notify(reason, title=availability.RUN_ACTIONS[action], timeout=4)
+            self.notify(reason, title=availability.TITLES[action], timeout=4)
         return reason is not None
 
     def action_toggle_pause(self) -> None:

@@ -474,7 +474,9 @@ async def test_chart_passes_over_a_metric_the_algorithm_does_not_define(tmp_path
         for _ in range(len(CHART_METRICS)):
             await pilot.press("c")
             seen.append(app.dashboard.chart.metric)
-        expected = {name for name, _ in CHART_METRICS} - ({"clip_frac"} if algo == "reinforce" else set())
+        # Nor, in a run that does not evaluate, over the evaluation's metrics.
+        expected = {name for name, _ in CHART_METRICS} - ({"clip_frac"} if algo == "reinforce" else set()) - {
+            "eval_return", "eval_return_std"}
         assert set(seen) == expected and len(seen) == len(CHART_METRICS)
 
     await run_scenario(fake, tmp_path, scenario, config=RunConfig(algo=algo))
