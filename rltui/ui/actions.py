@@ -14,7 +14,7 @@ import time
 from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
 from rltui.session.commands import CloneMember, FreezeMembers, Rollback
 from rltui.ui import availability
-from rltui.ui.format import fmt_value
+from rltui.ui.format import fmt_hparam
 from rltui.ui.screens import CloneDialog, HelpScreen, HParamEditor, QuitConfirm, StopRunConfirm
 from rltui.ui.screens.clone import CloneChoice
 from rltui.ui.session_handlers import LIVE
@@ -110,7 +110,7 @@ class DashboardActions:
             return
         members = self._edit_members
         self.session.submit(SetHParams(change, members=members))
-        text = ", ".join(f"{k} → {fmt_value(v)}" for k, v in change.items())
+        text = ", ".join(f"{k} → {fmt_hparam(k, v)}" for k, v in change.items())
         if members is None:
             # The run's own values change (every member's): the panel shows them pending.
             self.pending_edits.update(change)

@@ -4,6 +4,7 @@ end to end against the real trainer."""
 from __future__ import annotations
 
 import math
+import re
 import time
 from pathlib import Path
 
@@ -195,6 +196,33 @@ async def test_moving_to_another_field_clears_the_refused_value(tmp_path):
         assert editor.query_one("#editor-value").value == "" and editor.error_text == ""
         await pilot.press("0", ".", "9", "enter")
         assert fake.commands_of(SetHParams) == [SetHParams({"gamma": 0.9})]
+
+    await run_scenario(fake, tmp_path, scenario)
+
+
+async def test_switches_show_as_true_or_false_in_line_with_the_rest(tmp_path):
+    # As rltui info and config.toml write them, not 1 and 0; and the editor's long name
+    # (bootstrap_truncated) does not push its value out of the column.
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        panel = str(app.dashboard.query_one("#hp-dynamic").content).splitlines()
+        assert re.search(r"^bootstrap_truncated +true$", "\n".join(panel), re.M), panel
+        await pilot.press("e")
+        editor = app.screen
+        rows = [str(editor.query_one("#editor-fields").get_option_at_index(i).prompt)
+                for i in range(len(editor.fields))]
+        assert len({row.index(row.split()[1], len(row.split()[0])) for row in rows}) == 1, rows
+        assert "bootstrap_truncated true" in [" ".join(row.split()) for row in rows]
+        await pilot.press(*["down"] * editor.fields.index("bootstrap_truncated"))
+        assert str(editor.query_one("#editor-rule").content) == "bootstrap_truncated: true or false (now true)"
+        await pilot.press(*"false", "enter")
+        assert fake.commands_of(SetHParams) == [SetHParams({"bootstrap_truncated": 0.0})]
+        assert notes(app)[-1] == "bootstrap_truncated → false at the next chunk boundary"
+        await until(pilot, lambda: "bootstrap_truncated" in app.dashboard.events_log.text)
+        shown = str(app.dashboard.query_one("#hp-dynamic").content)
+        assert re.search(r"^bootstrap_truncated +false$", shown, re.M), shown
 
     await run_scenario(fake, tmp_path, scenario)
 
