@@ -14,7 +14,7 @@ import time
 from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
 from rltui.session.commands import CloneMember, FreezeMembers, Rollback
 from rltui.ui import availability
-from rltui.ui.format import fmt_value
+from rltui.ui.format import fmt_hparam
 from rltui.ui.screens import CloneDialog, HelpScreen, HParamEditor, QuitConfirm, StopRunConfirm
 from rltui.ui.screens.clone import CloneChoice
 from rltui.ui.session_handlers import LIVE
@@ -36,6 +36,9 @@ class DashboardActions:
         return availability.applies(action, attached=self.attached)
 
     def unavailable_reason(self, action: str) -> str | None:
+        if action in availability.VIEW_ACTIONS:
+            return availability.view_unavailable_reason(
+                action, num_seeds=self.config.num_seeds, population=self.dashboard.population)
         return availability.unavailable_reason(
             action, state=self.session_state, pending=self.pending, quitting=self.quitting
         )
@@ -62,7 +65,7 @@ class DashboardActions:
         that can do nothing say why rather than nothing."""
         reason = self.unavailable_reason(action)
         if reason is not None:
-            self.notify(reason, title=availability.RUN_ACTIONS[action], timeout=4)
+            self.notify(reason, title=availability.TITLES[action], timeout=4)
         return reason is not None
 
     def action_toggle_pause(self) -> None:
@@ -107,7 +110,7 @@ class DashboardActions:
             return
         members = self._edit_members
         self.session.submit(SetHParams(change, members=members))
-        text = ", ".join(f"{k} → {fmt_value(v)}" for k, v in change.items())
+        text = ", ".join(f"{k} → {fmt_hparam(k, v)}" for k, v in change.items())
         if members is None:
             # The run's own values change (every member's): the panel shows them pending.
             self.pending_edits.update(change)
@@ -229,6 +232,11 @@ class DashboardActions:
             self.exit()
         elif not isinstance(self.screen, QuitConfirm):
             self.push_screen(QuitConfirm(self.session_state, self.pending), self._quit_answered)
+
+    async def action_help_quit(self) -> None:
+        """ctrl+c: Textual's own binding only notes which key quits; here it is that key,
+        q (asks first while training runs; attached, detaches)."""
+        await self.action_quit()
 
     def _quit_answered(self, stop: bool | None) -> None:
         if not stop:

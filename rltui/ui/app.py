@@ -84,6 +84,7 @@ class DashboardApp(SessionHandlers, DashboardActions, App[None]):
         self._clock = clock
         self.session_state: SessionState = session.state
         self.state_message: str | None = None
+        self._ending_events: list[dict] = []  # those of ENDING_EVENTS since the session (re)started
         self.pending: str | None = None  # "pausing", "resuming", "stopping": asked, not yet confirmed
         self.pending_edits: dict[str, float] = {}
         self._edit_members: tuple[int, ...] | None = None  # a population: whom the open editor edits

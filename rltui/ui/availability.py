@@ -2,7 +2,8 @@
 
 Pure functions of the dashboard's view of the run, kept apart from the App so the rules
 read in one place: a key that cannot act is hidden from the footer, and pressing it (or
-its palette command) says why rather than nothing.
+its palette command) says why rather than nothing. The same for a view key that has
+nothing to show for the run (`b` with one seed).
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ RUN_ACTIONS = {
     "freeze_members": "freeze members",
     "clone_member": "clone a member",
 }
+
+
+# Actions on the view that some runs have nothing for, titled alike.
+VIEW_ACTIONS = {"toggle_seed_view": "seeds"}
+TITLES = {**RUN_ACTIONS, **VIEW_ACTIONS}
 
 
 def applies(action: str, *, attached: bool) -> bool:
@@ -47,4 +53,12 @@ def unavailable_reason(action: str, *, state: SessionState, pending: str | None,
         if pending == "pausing":
             return "Pausing: roll back once the status line says paused."
         return "Pause first (p): rolling back discards the updates since the last checkpoint."
+    return None
+
+
+def view_unavailable_reason(action: str, *, num_seeds: int, population: bool) -> str | None:
+    """Why `action` (one of VIEW_ACTIONS) has nothing to show for this run; None if it has."""
+    if action == "toggle_seed_view" and num_seeds <= 1 and not population:
+        return "This run trains one seed: b splits the return by seed when num_seeds > 1, by member in a population " \
+               "(--sweep)."
     return None

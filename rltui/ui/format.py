@@ -8,6 +8,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from trainers.hparams import TRAINER_KEYS
+from trainers.keys import Switch
+
+# Hyperparameters that are switches: 1.0 or 0.0 in the trainer, true or false to the user.
+SWITCHES = frozenset(key.name for key in TRAINER_KEYS if isinstance(key.rule, Switch))
+
 
 def fmt_value(value: float | None, digits: int = 4) -> str:
     """A metric value in few cells: `digits` significant digits, small and large numbers
@@ -25,6 +31,14 @@ def fmt_value(value: float | None, digits: int = 4) -> str:
         mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa
         return f"{mantissa}e{int(exponent)}"
     return f"{value:.{digits}g}"
+
+
+def fmt_hparam(name: str, value: float | None) -> str:
+    """A hyperparameter's value: a switch as true or false (as config.toml and `rltui info`
+    write it), a number as `fmt_value` does."""
+    if name in SWITCHES and value is not None and value in (0.0, 1.0):
+        return "true" if value else "false"
+    return fmt_value(value)
 
 
 def fmt_count(value: float) -> str:

@@ -13,8 +13,9 @@ from rich.console import Console
 from rich.text import Text
 
 from rltui.config import RunConfig
-from rltui.headless import GuardedOutput, checkpoint_failure_line, return_text, summary_line
+from rltui.headless import GuardedOutput, checkpoint_failure_line, continue_line, return_text, summary_line
 from rltui.session import MetricsSnapshot, SessionState
+from rltui.session.checkpoints import CheckpointStore
 from rltui.session.interface import SessionClient
 from rltui.ui.app import STOP_TIMEOUT, DashboardApp
 from rltui.ui.session_handlers import LIVE
@@ -73,6 +74,9 @@ def run_dashboard(
             Text(f"Detached; the run goes on ({session.state.value}). Attach again with: rltui attach {run_dir}")
         )
     console.print(Text(f"Run files: {run_dir}"))
+    go_on = _go_on(session.state, snapshot, failure, Path(run_dir))
+    if go_on is not None:
+        console.print(Text(go_on, style="dim"))
     failed = session.state is SessionState.ERROR or (app.return_code or 0) != 0 or failure is not None
     return 1 if failed else 0
 
@@ -88,6 +92,16 @@ def _summary(state: SessionState, snapshot: MetricsSnapshot) -> str:
         verb = "Finished" if snapshot.update >= snapshot.total_updates else "Stopped"
         return summary_line(verb, snapshot.update, snapshot.env_steps, return_text(snapshot))
     return f"At update {snapshot.update:,} ({snapshot.env_steps:,} env steps)."
+
+
+def _go_on(state: SessionState, snapshot: MetricsSnapshot | None, failure, run_dir: Path) -> str | None:
+    """How to train on from a run that ended, as `--no-ui` says it: only once it has ended
+    without an error or a failed final checkpoint, and with a checkpoint to resume from."""
+    if state is not SessionState.FINISHED or failure is not None or snapshot is None:
+        return None
+    if CheckpointStore.for_run(run_dir).latest() is None:
+        return None  # quit before the first checkpoint: nothing to go on from
+    return continue_line(run_dir, snapshot.env_steps, snapshot.update >= snapshot.total_updates)
 
 
 def _let_go(session: SessionClient, timeout: float | None = STOP_TIMEOUT) -> bool:

@@ -14,7 +14,7 @@ from textual import work
 from textual.css.query import NoMatches
 from textual.message import Message
 
-from rltui.headless import continue_line
+from rltui.runs_view.discovery import RunState, state_of
 from rltui.session import SessionState
 from rltui.ui.messages import DeviceStatsSampled, MetricsUpdated, SessionEventLogged, SessionStateChanged
 
@@ -22,6 +22,9 @@ from rltui.ui.messages import DeviceStatsSampled, MetricsUpdated, SessionEventLo
 AFTER_CHUNK_DELAY = 0.05
 # A live run's states: neither stopping nor ended (finished or failed).
 LIVE = (SessionState.IDLE, SessionState.COMPILING, SessionState.RUNNING, SessionState.PAUSED)
+# The events that say how a session ended, as `rltui runs` reads them (state_of): a run
+# in the FINISHED state was stopped, finished its total, or diverged.
+ENDING_EVENTS = ("compiled", "resumed", "nonfinite", "rolled back", "target_reached", "finished", "error")
 
 
 class SessionHandlers:
@@ -111,10 +114,11 @@ class SessionHandlers:
             self.notify(message.message or "training failed", title="training error", severity="error", timeout=30)
         elif state is SessionState.FINISHED:
             leave = "close this dashboard" if self.attached else "quit"
-            latest = self.latest
-            hint = "" if latest is None else "\n" + continue_line(
-                self.run_dir, latest.env_steps, latest.update >= latest.total_updates)
-            self.notify(f"Training has ended. Press q to {leave}.{hint}", title="finished", timeout=20)
+            ending = self.ended_as
+            said = "Training has ended" if ending is None else ending.detail[:1].upper() + ending.detail[1:]
+            # A note that goes as others do: the status line keeps the state, and how to
+            # go on is printed once the dashboard has closed (rltui.ui.runner).
+            self.notify(f"{said}. Press q to {leave}.", title="finished" if ending is None else ending.name)
 
     def on_session_event_logged(self, message: SessionEventLogged) -> None:
         if self._hold_until_ready(message):
@@ -123,6 +127,12 @@ class SessionHandlers:
         if self.latest is not None and self.latest.update >= event.update:
             self._show_now()  # the status line agrees with the event's update
         self.dashboard.add_event(event)
+        if event.kind in ENDING_EVENTS:
+            if event.kind in ("compiled", "resumed"):
+                self._ending_events.clear()  # a new session: what ended the last one no longer counts
+            self._ending_events.append(event.to_json())
+            if self.session_state is SessionState.FINISHED:
+                self._show_state()  # the state came first (a client told the picture as it attached)
         if event.kind == "hparams":
             self.dashboard.chart.add_edit(event.update * self.config.steps_per_update)
             self._flush_chart_unless_running()
@@ -188,8 +198,20 @@ class SessionHandlers:
         # psutil, JAX and NVML calls can take milliseconds: never on the UI thread.
         self.post_message(DeviceStatsSampled(self.device_source.sample()))
 
+    @property
+    def ended_as(self) -> RunState | None:
+        """How a FINISHED run ended, as `rltui runs` names it (finished, stopped or
+        diverged) from the same events; None while it runs, or if its last event has not
+        come (yet)."""
+        if self.session_state is not SessionState.FINISHED:
+            return None
+        ending = state_of(self._ending_events, live=False)
+        return None if ending.name == "crashed" else ending
+
     def _show_state(self) -> None:
-        self.dashboard.show_state(self.session_state, self.state_message, self.pending)
+        ending = self.ended_as
+        self.dashboard.show_state(self.session_state, self.state_message, self.pending,
+                                  ending=None if ending is None else ending.name)
         # The footer rebuilds its keys when bindings change (Pause <-> Resume): tens of
         # ms. Let the status line reach the screen first, then update the footer.
         self.call_after_refresh(self.refresh_bindings)

@@ -97,6 +97,11 @@ async def test_stopping_the_run_is_explicit_and_confirmed(tmp_path):
             assert fake.commands == [Stop()]
             assert app.return_code is None  # the dashboard stays to show how it ended
             assert "stopped at update 0" in app.dashboard.events_log.text
+            # Stopped, as headless and rltui runs say: not "finished".
+            assert status_text(app) == "stopped"
+            assert str(app.dashboard.query_one("#state-badge").content) == " stopped "
+            assert [(n.title, n.message.split("\n")[0]) for n in app._notifications] == [
+                ("stopped", "Stopped at update 0. Press q to close this dashboard.")]
             assert app.check_action("stop_run", ()) is False  # hidden: nothing left to stop
             await pilot.press("q")
             assert app.return_code == 0
@@ -201,6 +206,7 @@ async def test_attach_to_a_real_headless_run_detach_reattach_and_stop(tmp_path):
             await until(pilot, lambda: app.latest.update > paused_at, timeout=30)
             await pilot.press("k", "y")
             await until(pilot, lambda: app.session_state is SessionState.FINISHED, timeout=30)
+            await until(pilot, lambda: status_text(app) == "stopped")
             await pilot.press("q")
 
         await run_attached(run_dir, second)

@@ -11,6 +11,7 @@ from test_ui import until
 from rltui.config import RunConfig
 from rltui.ui.app import DashboardApp
 from rltui.ui.screens.metric_picker import MetricPicker
+from rltui.ui.widgets.chart import CHART_METRICS
 
 from fakes import FakeSession, fixed_device_stats
 
@@ -118,8 +119,25 @@ async def test_chart_controls(tmp_path):
         assert chart.x_range[1] <= 300 * 0.01 + 1e-6  # seconds, not env steps
         await pilot.press("m", "escape")
         assert chart.metric == "value_loss"
+        # No evaluation: no evaluation return to pick (or to pass by with c), which would
+        # only draw an empty chart.
+        assert "eval_return" not in names and "eval_return_std" not in names
+        seen = set()
+        for _ in CHART_METRICS:
+            await pilot.press("c")
+            seen.add(chart.metric)
+        assert "value_loss" in seen and not any(metric.startswith("eval_") for metric in seen)
         # A metric with values <= 0 cannot go on a log axis: drawn linear, and said so.
         chart.metric = "policy_loss"
         assert chart.log_refused and "linear" in str(chart.border_title)
 
     await run(tmp_path, scenario)
+
+
+async def test_a_run_that_evaluates_offers_its_evaluation_return(tmp_path):
+    async def scenario(app, pilot, fake):
+        await pilot.press("m")
+        assert isinstance(app.screen, MetricPicker)
+        assert ("eval_return", "evaluation return (greedy)") in app.screen.metrics
+
+    await run(tmp_path, scenario, RunConfig(eval_every_updates=10))

@@ -4,6 +4,7 @@ end to end against the real trainer."""
 from __future__ import annotations
 
 import math
+import re
 import time
 from pathlib import Path
 
@@ -23,13 +24,15 @@ from fakes import FakeSession, fixed_device_stats
 TIMEOUT = 10.0
 
 
-async def run_scenario(session, run_dir: Path, scenario, size=(100, 30), config=None, **app_kwargs) -> DashboardApp:
+async def run_scenario(session, run_dir: Path, scenario, size=(100, 30), config=None, notifications=False,
+                       **app_kwargs) -> DashboardApp:
+    """`notifications`: draw them (toasts), as a terminal does; off, they are only listed."""
     app_kwargs.setdefault("device_source", fixed_device_stats())
     app_kwargs.setdefault("user_theme_dir", run_dir / "no-user-themes")
     app = DashboardApp(session, config or RunConfig(), run_dir, chart_interval=0, refresh_interval=0, **app_kwargs)
 
     async def main():
-        async with app.run_test(size=size) as pilot:
+        async with app.run_test(size=size, notifications=notifications) as pilot:
             await until(pilot, lambda: session.started)
             await scenario(app, pilot)
 
@@ -193,6 +196,33 @@ async def test_moving_to_another_field_clears_the_refused_value(tmp_path):
         assert editor.query_one("#editor-value").value == "" and editor.error_text == ""
         await pilot.press("0", ".", "9", "enter")
         assert fake.commands_of(SetHParams) == [SetHParams({"gamma": 0.9})]
+
+    await run_scenario(fake, tmp_path, scenario)
+
+
+async def test_switches_show_as_true_or_false_in_line_with_the_rest(tmp_path):
+    # As rltui info and config.toml write them, not 1 and 0; and the editor's long name
+    # (bootstrap_truncated) does not push its value out of the column.
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        panel = str(app.dashboard.query_one("#hp-dynamic").content).splitlines()
+        assert re.search(r"^bootstrap_truncated +true$", "\n".join(panel), re.M), panel
+        await pilot.press("e")
+        editor = app.screen
+        rows = [str(editor.query_one("#editor-fields").get_option_at_index(i).prompt)
+                for i in range(len(editor.fields))]
+        assert len({row.index(row.split()[1], len(row.split()[0])) for row in rows}) == 1, rows
+        assert "bootstrap_truncated true" in [" ".join(row.split()) for row in rows]
+        await pilot.press(*["down"] * editor.fields.index("bootstrap_truncated"))
+        assert str(editor.query_one("#editor-rule").content) == "bootstrap_truncated: true or false (now true)"
+        await pilot.press(*"false", "enter")
+        assert fake.commands_of(SetHParams) == [SetHParams({"bootstrap_truncated": 0.0})]
+        assert notes(app)[-1] == "bootstrap_truncated → false at the next chunk boundary"
+        await until(pilot, lambda: "bootstrap_truncated" in app.dashboard.events_log.text)
+        shown = str(app.dashboard.query_one("#hp-dynamic").content)
+        assert re.search(r"^bootstrap_truncated +false$", shown, re.M), shown
 
     await run_scenario(fake, tmp_path, scenario)
 
@@ -472,7 +502,9 @@ async def test_chart_passes_over_a_metric_the_algorithm_does_not_define(tmp_path
         for _ in range(len(CHART_METRICS)):
             await pilot.press("c")
             seen.append(app.dashboard.chart.metric)
-        expected = {name for name, _ in CHART_METRICS} - ({"clip_frac"} if algo == "reinforce" else set())
+        # Nor, in a run that does not evaluate, over the evaluation's metrics.
+        expected = {name for name, _ in CHART_METRICS} - ({"clip_frac"} if algo == "reinforce" else set()) - {
+            "eval_return", "eval_return_std"}
         assert set(seen) == expected and len(seen) == len(CHART_METRICS)
 
     await run_scenario(fake, tmp_path, scenario, config=RunConfig(algo=algo))
@@ -685,6 +717,72 @@ async def test_eta_waits_for_the_second_chunk_after_each_start(tmp_path):
     await run_scenario(fake, tmp_path, scenario)
 
 
+async def test_the_status_line_names_the_end_as_rltui_runs_does(tmp_path):
+    # One word for how a run ended, from the same events, here, in rltui runs and headless.
+    from rltui.runs_view.discovery import state_of
+
+    def ended(events: list[tuple[str, str]], finish: bool = True):
+        async def scenario(app, pilot):
+            await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+            fake.on_thread(fake.advance, 10)
+            for kind, message in events:
+                fake.on_thread(fake.event, kind, message)
+            if finish:
+                fake.on_thread(fake.set_state, SessionState.FINISHED)
+            else:
+                fake.submit(Stop())
+            await until(pilot, lambda: app.session_state is SessionState.FINISHED)
+            await until(pilot, lambda: "finished" in app.dashboard.events_log.text)
+            seen.append((status_text(app), list(app._notifications)[-1].title))
+
+        return scenario
+
+    seen: list[tuple[str, str]] = []
+    for events, finish in (([("finished", "finished 10 updates")], True),
+                           ([], False),
+                           ([("nonfinite", "non-finite loss or gradient: training paused")], False)):
+        fake = FakeSession(total_updates=10)
+        await run_scenario(fake, tmp_path, ended(events, finish))
+    assert seen == [("finished", "finished"), ("stopped", "stopped"), ("diverged", "diverged")]
+    assert state_of([{"kind": "finished", "message": "stopped at update 10"}], live=False).name == "stopped"
+
+
+def screen_text(app: DashboardApp) -> str:
+    """What the terminal shows, as text (the SVG screenshot's, spaces and all)."""
+    import html
+    import re
+
+    svg = app.export_screenshot()
+    return html.unescape(" ".join(re.findall(r">([^<>]*)</text>", svg))).replace("\xa0", " ")
+
+
+async def test_the_end_of_a_run_is_a_passing_note_under_the_help(tmp_path):
+    # The note that a run has ended goes as others do (the status line keeps the state),
+    # and the help screen, asked for, is drawn above it rather than under it.
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        fake.on_thread(fake.advance, 10)
+        fake.submit(Stop())
+        await until(pilot, lambda: app.session_state is SessionState.FINISHED)
+        await pilot.pause()
+        (note,) = app._notifications
+        assert note.title == "stopped" and note.timeout == app.NOTIFICATION_TIMEOUT
+        assert "Stopped at update 10" in screen_text(app)
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.pause()
+        shown = screen_text(app)
+        assert "help (Esc closes)" in shown and "Stopped at update 10" not in shown
+        await pilot.press("escape")
+        await pilot.pause()
+        assert "Stopped at update 10" in screen_text(app)  # not over yet: back once the help has gone
+        assert status_text(app) == "stopped"
+
+    await run_scenario(fake, tmp_path, scenario, size=(80, 24), notifications=True)
+
+
 async def test_a_stopped_or_failed_run_shows_no_eta(tmp_path):
     fake = FakeSession()
 
@@ -696,7 +794,7 @@ async def test_a_stopped_or_failed_run_shows_no_eta(tmp_path):
         await until(pilot, lambda: _eta(app) == "0:09")
         fake.submit(Stop())  # what k does, for every client
         await until(pilot, lambda: app.session_state is SessionState.FINISHED)
-        assert status_text(app) == "finished"
+        assert status_text(app) == "stopped"
         assert _eta(app) is None and "update 20/1,000" in progress_text(app)
 
     await run_scenario(fake, tmp_path, scenario)
@@ -714,6 +812,36 @@ async def test_a_stopped_or_failed_run_shows_no_eta(tmp_path):
         assert _eta(app) is None
 
     await run_scenario(failed, tmp_path, failing)
+
+
+async def test_ctrl_c_asks_as_q_does(tmp_path):
+    # Not Textual's "Do you want to quit? Press q" note, then a second question: the one
+    # question of q, at once.
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        await pilot.press("ctrl+c")
+        assert isinstance(app.screen, QuitConfirm) and notes(app) == []
+        await pilot.press("n")
+        assert not isinstance(app.screen, QuitConfirm) and fake.commands == []
+        await pilot.press("ctrl+c", "y")
+        await until(pilot, lambda: app.return_code is not None)
+        assert fake.commands == [Stop()]
+
+    await run_scenario(fake, tmp_path, scenario)
+
+    class AttachedSession(FakeSession):
+        outlives_client = True
+
+    attached = AttachedSession()
+
+    async def detach(app, pilot):
+        await until(pilot, lambda: app.session_state is SessionState.RUNNING)
+        await pilot.press("ctrl+c")  # as q: detach, the run goes on
+        assert app.return_code == 0 and attached.commands == []
+
+    await run_scenario(attached, tmp_path, detach)
 
 
 async def test_the_quit_question_of_a_paused_run_offers_to_keep_it_paused(tmp_path):
@@ -871,24 +999,6 @@ async def test_the_footer_shows_the_keys_before_the_app_has_the_focus(tmp_path):
         assert "Pause" not in shown(app)
 
     await run_scenario(fake, tmp_path, scenario)
-
-
-async def test_a_finished_run_says_how_to_train_on(tmp_path):
-    fake = FakeSession(total_updates=10)
-    app = DashboardApp(fake, RunConfig(), tmp_path, device_source=fixed_device_stats(), chart_interval=0,
-                       refresh_interval=0, user_theme_dir=tmp_path / "no-user-themes")
-
-    async def main():
-        async with app.run_test(size=(120, 40), notifications=True) as pilot:
-            await until(pilot, lambda: fake.started)
-            fake.on_thread(fake.advance, 10)
-            await until(pilot, lambda: "update 10/" in progress_text(app))
-            fake.on_thread(fake.set_state, SessionState.FINISHED)
-            await until(pilot, lambda: any("To train on: rltui launch --resume" in n for n in notes(app)))
-            (note,) = [n for n in notes(app) if "To train on" in n]
-            assert f"--set total_timesteps={2 * 10 * fake.steps_per_update}" in note
-
-    await main()
 
 
 async def test_a_run_that_evaluates_shows_its_evaluation_return(tmp_path):

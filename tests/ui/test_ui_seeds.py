@@ -54,12 +54,24 @@ async def test_seeds_band_then_lines(tmp_path):
     await run(tmp_path, RunConfig(num_seeds=3), scenario)
 
 
-async def test_single_seed_has_no_seed_view(tmp_path):
+async def test_single_seed_has_no_seed_view_and_b_says_why(tmp_path):
     async def scenario(app, pilot, fake):
         fake.on_thread(fake.advance, 5)
         await pilot.press("b")
         chart = app.dashboard.chart
         assert chart.seed_view == "band" and not chart.shows_seeds
         assert "seeds" not in str(chart.border_title)
+        # A key that cannot act says why, rather than nothing.
+        assert [(n.title, n.message) for n in app._notifications] == [
+            ("seeds", "This run trains one seed: b splits the return by seed when num_seeds > 1, "
+                      "by member in a population (--sweep).")]
 
     await run(tmp_path, RunConfig(), scenario)
+
+    async def several(app, pilot, fake):
+        fake.on_thread(publish_with_seeds, fake, 5, 3)
+        await until(pilot, lambda: app.dashboard.chart.shows_seeds)
+        await pilot.press("b")
+        assert app.dashboard.chart.seed_view == "lines" and not app._notifications
+
+    await run(tmp_path, RunConfig(num_seeds=3), several)

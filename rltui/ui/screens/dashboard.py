@@ -25,6 +25,7 @@ from rltui.session import MetricsSnapshot, SessionEvent, SessionState
 from rltui.session.devices import DeviceStats
 from rltui.ui.widgets import DevicePanel, EventsLog, HParamsPanel, Leaderboard, MetricChart, MetricsPanel, StatusBar
 from trainers.hparams import UNDEFINED_METRICS
+from trainers.metrics_spec import EVALUATION_METRICS
 
 SIDE_PANELS = ("events", "hparams", "devices")
 _PAUSE_HELP = "pause / resume training at the next chunk boundary"
@@ -93,12 +94,14 @@ class DashboardScreen(Screen):
         Binding("q", "app.quit", "Quit", tooltip="quit (asks first while training runs; stops the run)"),
         Binding("q", "app.detach", "Detach", tooltip="leave the attached run; it goes on (rltui attach to return)"),
         # While one of the keys above cannot act (the run has ended; rollback while not
-        # paused), the app hides it from the footer and these say why when it is pressed.
+        # paused; b with one seed), the app hides it from the footer and these say why when
+        # it is pressed.
         Binding("p,space", "app.explain('pause')", show=False),
         Binding("e", "app.explain('edit_hparams')", show=False),
         Binding("s", "app.explain('save_checkpoint')", show=False),
         Binding("r", "app.explain('rollback')", show=False),
         Binding("k", "app.explain('stop_run')", show=False),
+        Binding("b", "app.explain('toggle_seed_view')", show=False),  # one seed: nothing to split
     ]
 
     side_panel: reactive[str] = reactive("events")
@@ -120,8 +123,11 @@ class DashboardScreen(Screen):
             # First: in the grid's order it takes the top row.
             yield Leaderboard(id="leaderboard", evaluating=self.config.eval_every_updates > 0)
             yield MetricsPanel(id="metrics", evaluating=self.config.eval_every_updates > 0)
+            # Left out: what the algorithm does not define, and the evaluation's metrics
+            # of a run that does not evaluate (they would draw an empty chart).
+            never = () if self.config.eval_every_updates > 0 else EVALUATION_METRICS
             yield MetricChart(id="chart", min_interval=self.chart_interval,
-                              skip=UNDEFINED_METRICS.get(self.config.algo, ()))
+                              skip=(*UNDEFINED_METRICS.get(self.config.algo, ()), *never))
             yield HParamsPanel(self.config, id="hparams", classes="side-panel")
             yield DevicePanel(id="devices", classes="side-panel")
             yield EventsLog(id="events", classes="side-panel")
@@ -182,8 +188,9 @@ class DashboardScreen(Screen):
         self.hparams_panel.values = snapshot.hparams
         self.hparams_panel.per_member = snapshot.population.keys if snapshot.population is not None else ()
 
-    def show_state(self, state: SessionState, message: str | None, pending: str | None) -> None:
-        self.status.show_state(state, message, pending)
+    def show_state(self, state: SessionState, message: str | None, pending: str | None,
+                   ending: str | None = None) -> None:
+        self.status.show_state(state, message, pending, ending)
 
     def add_event(self, event: SessionEvent) -> None:
         self.events_log.add(event)

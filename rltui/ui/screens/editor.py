@@ -18,19 +18,26 @@ from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from rltui.session import validate_changes
-from rltui.ui.format import fmt_value
+from rltui.ui.format import SWITCHES, fmt_hparam
 from trainers.hparams import EDITABLE_HPARAMS, HParamError, hparam_rule
+
+
+def edit_rule(name: str) -> str:
+    """What `name` takes, as typed in the editor: a switch true or false (or 1, 0)."""
+    return "true or false" if name in SWITCHES else hparam_rule(name)
 
 
 def parse_edit(name: str, text: str) -> dict[str, float]:
     """`{name: value}` for a typed value, or HParamError saying why not."""
     text = text.strip()
     if not text:
-        raise HParamError(f"{name}: type a value ({hparam_rule(name)})")
+        raise HParamError(f"{name}: type a value ({edit_rule(name)})")
+    if name in SWITCHES and text.lower() in ("true", "false"):
+        return validate_changes({name: 1.0 if text.lower() == "true" else 0.0})
     try:
         number = float(text)
     except ValueError:
-        raise HParamError(f"{name}: not a number: {text!r}; expected {hparam_rule(name)}") from None
+        raise HParamError(f"{name}: not a number: {text!r}; expected {edit_rule(name)}") from None
     return validate_changes({name: number})
 
 
@@ -66,7 +73,9 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
             yield Label("↑↓ field · type a value · Enter apply · Esc cancel", id="editor-hint")
 
     def _option(self, name: str) -> Option:
-        return Option(f"{name:<14} {fmt_value(self.values.get(name))}", id=name)
+        # One column of values, after the longest name (bootstrap_truncated).
+        width = max(len(field) for field in self.fields)
+        return Option(f"{name:<{width}} {fmt_hparam(name, self.values.get(name))}", id=name)
 
     def prepare(self, values: Mapping[str, float], target: str | None = None) -> None:
         """Fresh values and a clean input for the next opening, on the first field: users
@@ -103,8 +112,8 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
     def _show_field(self) -> None:
         """The rule, the current value and an empty input for `self.field`: text typed
         (or refused) for another field must not carry over into this one."""
-        current = fmt_value(self.values.get(self.field))
-        self.query_one("#editor-rule", Label).update(f"{self.field}: {hparam_rule(self.field)} (now {current})")
+        current = fmt_hparam(self.field, self.values.get(self.field))
+        self.query_one("#editor-rule", Label).update(f"{self.field}: {edit_rule(self.field)} (now {current})")
         value = self.query_one("#editor-value", Input)
         value.value = ""
         value.placeholder = f"new {self.field}, e.g. {current}"

@@ -95,7 +95,9 @@ class MetricChart(PlotextPlot):
     def __init__(self, *, min_interval: float = 2.0, clock=time.monotonic, skip: Sequence[str] = (), **kwargs):
         super().__init__(**kwargs)
         self.min_interval = min_interval
-        self.skip = frozenset(skip)  # metrics the run's algorithm does not define: `c` passes over them
+        # Metrics the run never has (its algorithm does not define them, or it does not
+        # evaluate): `c` passes over them and `m` does not offer them.
+        self.skip = frozenset(skip)
         self._clock = clock
         self.curves: Curves = _curves_of((), {})
         self.edit_steps: list[int] = []

@@ -11,7 +11,7 @@ from textual.reactive import reactive
 from textual.widgets import Label, Static
 
 from rltui.config import KEYS, POPULATION_KEYS, RunConfig
-from rltui.ui.format import fmt_value
+from rltui.ui.format import fmt_hparam
 from trainers.hparams import ALGO_HPARAMS
 
 
@@ -69,10 +69,10 @@ class HParamsPanel(VerticalScroll):
         width = max(len(k) for k in self.fields)
         lines = []
         for name in self.fields:
-            value = "per member" if name in self.per_member else fmt_value(self.values.get(name))
+            value = "per member" if name in self.per_member else fmt_hparam(name, self.values.get(name))
             line = f"{name:<{width}} {value}"
             if name in self.pending and self.pending[name] != self.values.get(name):
-                line += f" → {fmt_value(self.pending[name])} (next chunk)"
+                line += f" → {fmt_hparam(name, self.pending[name])} (next chunk)"
             lines.append(line)
         # Always one line per field: no layout pass needed (it would re-render every panel).
         self.query_one("#hp-dynamic", Static).update("\n".join(lines), layout=False)

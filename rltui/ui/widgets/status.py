@@ -43,6 +43,8 @@ class StatusBar(Widget):
     state: reactive[SessionState] = reactive(SessionState.IDLE)
     state_message: reactive[str | None] = reactive(None)
     pending: reactive[str | None] = reactive(None)
+    # How a FINISHED run ended, as `rltui runs` names it: finished, stopped or diverged.
+    ending: reactive[str | None] = reactive(None)
     compile_seconds: reactive[float] = reactive(0.0)
     # Snapshots compare field by field (whole histories); always_update skips that.
     snapshot: reactive[MetricsSnapshot | None] = reactive(None, always_update=True)
@@ -72,13 +74,17 @@ class StatusBar(Widget):
             return PENDING_LABELS[self.pending]
         if self.state is SessionState.COMPILING:
             return f"compiling {self.compile_seconds:.0f} s"
+        if self.state is SessionState.FINISHED and self.ending:
+            return self.ending
         return self.state.value
 
-    def show_state(self, state: SessionState, message: str | None, pending: str | None) -> None:
-        """Set all three at once: one badge update instead of three."""
+    def show_state(self, state: SessionState, message: str | None, pending: str | None,
+                   ending: str | None = None) -> None:
+        """Set them all at once: one badge update instead of four."""
         self.set_reactive(StatusBar.state, state)
         self.set_reactive(StatusBar.state_message, message)
         self.set_reactive(StatusBar.pending, pending)
+        self.set_reactive(StatusBar.ending, ending)
         self._show_state()
 
     def watch_run_info(self, text: str) -> None:
