@@ -24,7 +24,7 @@ def describe_step(player: Player) -> Text:
     if view is None:
         text.append("(no step yet)\n", style="dim")
         return text
-    text.append(f"reward  {view.reward:+.3f}\nreturn  {ep.ret:.2f}\nV(s)    {view.value:+.3f}\n")
+    text.append(f"reward  {_signed(view.reward)}\nreturn  {ep.ret:.2f}\nV(s)    {_signed(view.value)}\n")
     if view.probs is not None:
         text.append(f"action  {view.action}\n")
         for i, p in enumerate(view.probs[:12]):
@@ -38,3 +38,8 @@ def describe_step(player: Player) -> Text:
     if ep.done:
         text.append("episode over\n", style="yellow")
     return text
+
+
+def _signed(value: float) -> str:
+    """Three decimals with a sign; a value that rounds to zero is +0.000, never -0.000."""
+    return f"{value if round(value, 3) else 0.0:+.3f}"
