@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from rltui.session import params_transfer, protocol
+from rltui.session.command_steps import validate_changes
 from rltui.session.commands import CloneMember, Command, FreezeMembers, SetHParams
 from rltui.session.control_clients import Client, OwedParams
-from rltui.session.controller import validate_changes
 from rltui.session.protocol import ProtocolError
 from trainers.hparams import HParamError
 

@@ -21,17 +21,8 @@ from types import MappingProxyType
 from rltui.session.backend import TrainingBackend
 from rltui.session.checkpoint_steps import CheckpointFailure, CheckpointSteps
 from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore
-from rltui.session.commands import (
-    CloneMember,
-    Command,
-    FreezeMembers,
-    Pause,
-    Resume,
-    Rollback,
-    SaveCheckpoint,
-    SetHParams,
-    Stop,
-)
+from rltui.session.command_steps import CommandSteps
+from rltui.session.commands import Command, Stop
 from rltui.session.distributed import BoundarySync, LocalSync
 from rltui.session.evaluation import EvalResult, EvaluationPolicy, Evaluator
 from rltui.session.evaluation_steps import EvaluationSteps
@@ -41,7 +32,7 @@ from rltui.session.metrics import TRAINER_METRICS, MetricsSnapshot, MetricsStore
 from rltui.session.params_service import ParamsService, describe_exception
 from rltui.session.population import Population
 from rltui.session.population_steering import PopulationSteering
-from trainers.hparams import DynamicHParams, HParamError, check_changes
+from trainers.hparams import DynamicHParams
 
 # Metrics whose non-finite value means training has diverged (episode_return may be NaN
 # simply because no episode finished).
@@ -66,12 +57,7 @@ class ListenerFailed(Exception):
     """A listener raised (anything, SystemExit included): the session ends in the ERROR state."""
 
 
-def validate_changes(changes: dict[str, object]) -> dict[str, float]:
-    """Check a hyperparameter edit; raise HParamError naming the first bad field."""
-    return check_changes(changes)
-
-
-class TrainingSession(CheckpointSteps, EvaluationSteps, PopulationSteering, ParamsService):
+class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, PopulationSteering, ParamsService):
     # The run lives in this process: when its client leaves, the run must stop.
     outlives_client = False
 
@@ -324,60 +310,6 @@ class TrainingSession(CheckpointSteps, EvaluationSteps, PopulationSteering, Para
 
     def _diverged(self, rows: list[dict[str, float]]) -> bool:
         return any(not math.isfinite(row.get(name, 0.0)) for row in rows for name in _GUARDED)
-
-    def _apply_commands(self) -> bool:
-        """Apply queued commands in order; block while paused. False means stop. Also
-        takes the next chunk's size (in a multi-process run, process 0's)."""
-        while True:
-            boundary = self._sync.boundary(self._commands, self.state is SessionState.PAUSED, self._chunk_size)
-            self._chunk_size = boundary.chunk_size
-            for command in boundary.commands:
-                if not self._apply_command(command):
-                    return False
-            self._serve_params()
-            if not boundary.commands and self.state is not SessionState.PAUSED:
-                return True
-
-    def _apply_command(self, command: Command) -> bool:
-        """False means stop."""
-        paused = self.state is SessionState.PAUSED
-        if isinstance(command, Stop):
-            self._set_state(SessionState.STOPPING)
-            self._event("stopping", f"stop requested at update {self._updates_done}")
-            return False
-        if isinstance(command, Pause) and not paused:
-            self._set_state(SessionState.PAUSED)
-            self._event("paused", f"paused at update {self._updates_done}")
-        elif isinstance(command, Resume) and paused:
-            self.nonfinite = False
-            self._set_state(SessionState.RUNNING)
-            self._event("resumed", f"resumed at update {self._updates_done}")
-        elif isinstance(command, SetHParams):
-            if self.population is not None:
-                self._apply_member_hparams(dict(command.changes), command.members)
-            elif command.members is not None:
-                self._event("warning", "edit refused: this run is not a population; send the edit without members")
-            else:
-                self._apply_hparams(dict(command.changes))
-        elif isinstance(command, (FreezeMembers, CloneMember)):
-            self._apply_member_command(command)
-        elif isinstance(command, SaveCheckpoint):
-            self._save("requested")
-        elif isinstance(command, Rollback):
-            self._rollback()
-        return True
-
-    def _apply_hparams(self, changes: dict[str, object]) -> None:
-        try:
-            values = validate_changes(changes)
-        except HParamError as err:
-            self._event("warning", f"edit refused: {err}")
-            return
-        old = self._hparams.as_floats()
-        self._hparams = self._hparams.with_updates(values)
-        text = ", ".join(f"{k} {old[k]:.6g} -> {v:.6g}" for k, v in values.items())
-        self._edits.append({"update": self._updates_done, "changes": values})
-        self._event("hparams", f"set {text}", changes=values, previous={k: old[k] for k in values})
 
     def _record(
         self, rows: list[dict[str, float]], started: float, seconds: float, evaluation: EvalResult | None = None
