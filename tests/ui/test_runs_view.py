@@ -129,6 +129,8 @@ def table_text(screen) -> dict[str, list[str]]:
 
 async def test_the_list_shows_every_state_and_marks_a_damaged_run(runs_dir, tmp_path):
     live = make_run(runs_dir / "h-live", 5)
+    make_run(runs_dir / "i-aborted", 12, events=events_ending(
+        "aborted", "aborted by a second Ctrl+C, without a final checkpoint; the run holds no checkpoint"))
     before = files_of(runs_dir)
     with served(live):
         app = make_app(runs_dir, tmp_path)
@@ -139,7 +141,7 @@ async def test_the_list_shows_every_state_and_marks_a_damaged_run(runs_dir, tmp_
             states = {name: cells[4] for name, cells in rows.items()}
             assert states == {"a-finished": "finished", "b-lr": "finished", "c-lr": "finished",
                               "d-stopped": "stopped", "e-diverged": "diverged", "f-crashed": "crashed",
-                              "g-damaged": "finished", "h-live": "live"}
+                              "g-damaged": "finished", "h-live": "live", "i-aborted": "aborted"}
             assert rows["g-damaged"][1] == "⚠ g-damaged" and rows["a-finished"][1] == "a-finished"
             assert rows["g-damaged"][5] == "1,536"  # the rest of that run still shows (12 updates)
             assert rows["a-finished"][6:8] == ["22", "22"]  # latest and best return
@@ -162,7 +164,8 @@ async def test_the_list_shows_every_state_and_marks_a_damaged_run(runs_dir, tmp_
 
 
 async def test_enter_on_a_finished_run_opens_its_curves(runs_dir, tmp_path):
-    from rltui.ui.screens.runs import CurvesScreen, RunsChart
+    from rltui.ui.screens.curves import CurvesScreen
+    from rltui.ui.widgets.runs_chart import RunsChart
 
     app = make_app(runs_dir, tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
@@ -180,7 +183,7 @@ async def test_enter_on_a_finished_run_opens_its_curves(runs_dir, tmp_path):
 
 
 async def test_overlay_smoothing_and_config_differences(runs_dir, tmp_path):
-    from rltui.ui.screens.runs import RunsChart
+    from rltui.ui.widgets.runs_chart import RunsChart
 
     app = make_app(runs_dir, tmp_path, points=500)
     async with app.run_test(size=(160, 40)) as pilot:
@@ -210,7 +213,7 @@ async def test_overlay_smoothing_and_config_differences(runs_dir, tmp_path):
 
 
 async def test_grouping_matches_compare_group_by(runs_dir, tmp_path):
-    from rltui.ui.screens.runs import RunsChart
+    from rltui.ui.widgets.runs_chart import RunsChart
 
     app = make_app(runs_dir, tmp_path)
     async with app.run_test(size=(160, 40)) as pilot:

@@ -18,25 +18,24 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.color import Color
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
-from textual_plotext import PlotextPlot
 
 from rltui.runs_view.command import AttachRequest
 from rltui.runs_view.curves import SMOOTHING, STATISTIC_NAMES, X_AXES, Overlay, group_keys, metric_choices, overlay
 from rltui.runs_view.discovery import has_socket, scan_runs, socket_answers, state_of
 from rltui.runs_view.loading import LoadedRun, RunCache
-from rltui.runs_view.rows import RETURN, SORT_KEYS, RunRow, differences, matches, row_of, sort_rows
-from rltui.ui.format import count_ticks, fmt_count, fmt_duration, time_ticks
-from rltui.ui.widgets.chart import band_path
+from rltui.runs_view.rows import SORT_KEYS, RunRow, differences, matches, row_of, sort_rows
+from rltui.ui.format import fmt_count, fmt_duration
+from rltui.ui.screens.curves import CurvesScreen
+from rltui.ui.widgets.runs_chart import CurveControls, RunsChart
 
 COLUMNS = ("", "run", "env", "algo", "state", "env steps", "latest", "best", "wall", "started",
            "config vs first selected")
 SORT_COLUMN = {"started": 9, "name": 1, "env": 2, "algo": 3, "state": 4, "env steps": 5, "latest": 6, "best": 7,
                "wall time": 8}
 STATE_STYLE = {"live": "bold green", "finished": "", "stopped": "yellow", "diverged": "bold magenta",
-               "crashed": "bold red"}
+               "aborted": "yellow", "crashed": "bold red"}  # one per runs_view.discovery.STATES
 
 
 def _num(value: float) -> str:
@@ -45,71 +44,6 @@ def _num(value: float) -> str:
 
 def _started(stamp: float | None) -> str:
     return "-" if stamp is None else datetime.datetime.fromtimestamp(stamp).strftime("%m-%d %H:%M")
-
-
-class RunsChart(PlotextPlot):
-    """An Overlay drawn: each run's smoothed line over its raw curve in a dim shade of the
-    same colour, or each group's mean/IQM line on its confidence band."""
-
-    DEFAULT_CSS = "RunsChart { border: round $primary; }"
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.shown: Overlay | None = None
-        self.empty_text = "select runs with space to overlay their curves"
-
-    def on_mount(self) -> None:
-        super().on_mount()
-        self.border_title = self.empty_text
-
-    def _palette(self) -> list[Color]:
-        theme = self.app.current_theme
-        names = [theme.primary, theme.secondary, theme.accent, theme.warning, theme.success, theme.error]
-        return [Color.parse(c) for c in names if c]
-
-    def show(self, overlay: Overlay | None) -> None:
-        self.shown = overlay
-        plt = self.plt
-        plt.clear_data()
-        if overlay is None or not (overlay.lines or overlay.bands):
-            self.border_title = self.empty_text if overlay is None else f"{overlay.metric}: no values in these runs"
-            self.refresh()
-            return
-        palette = self._palette()
-        background = Color.parse(self.app.current_theme.background or "#000000")
-        xs_all: list[float] = []
-        for k, line in enumerate(overlay.lines):
-            colour = palette[k % len(palette)]
-            if line.raw is not None:
-                plt.plot(line.xs.tolist(), line.raw.tolist(), marker="braille", color=colour.blend(background, 0.6).rgb)
-            plt.plot(line.xs.tolist(), line.ys.tolist(), marker="braille", color=colour.rgb, label=line.label)
-            xs_all += [float(line.xs[0]), float(line.xs[-1])]
-        for k, group in enumerate(overlay.bands):
-            colour = palette[k % len(palette)]
-            plt.plot(*band_path(group.xs, group.low, group.high), marker="braille",
-                     color=colour.blend(background, 0.6).rgb)
-            plt.plot(group.xs.tolist(), group.center.tolist(), marker="braille", color=colour.rgb, label=group.label)
-            xs_all += [float(group.xs[0]), float(group.xs[-1])]
-        low, high = min(xs_all), max(xs_all)
-        ticks = count_ticks if overlay.x_axis == "steps" else time_ticks
-        plt.xticks(*ticks(low, high, max(2, self.size.width // 12)))
-        axis = "env steps" if overlay.x_axis == "steps" else "wall time"
-        what = (f"{overlay.statistic} of {overlay.group} groups, 95% bootstrap band" if overlay.group
-                else f"{len(overlay.lines)} run{'s' if len(overlay.lines) != 1 else ''}")
-        smoothing = f", EMA {overlay.smoothing:g} (raw dimmed)" if overlay.smoothing and not overlay.group else (
-            f", EMA {overlay.smoothing:g}" if overlay.smoothing else "")
-        self.border_title = f"{overlay.metric} vs {axis}: {what}{smoothing}"
-        self.refresh()
-
-
-class CurveControls:
-    """The chart settings shared by the list and a run's own curves screen."""
-
-    metric: str = RETURN
-    x_axis: str = "steps"
-    smoothing: float = 0.6
-    group: str | None = None
-    statistic: str = "mean"
 
 
 class RunsScreen(Screen):
@@ -408,79 +342,6 @@ class RunsScreen(Screen):
             box.focus()
             box.insert_text_at_cursor(event.character)
             event.stop()
-
-
-class CurvesScreen(Screen):
-    """One run's curves, full screen (Enter on a run that is not live)."""
-
-    DEFAULT_CSS = """
-    CurvesScreen RunsChart { height: 1fr; }
-    CurvesScreen #curves-status { height: 1; padding: 0 1; background: $panel; }
-    """
-    BINDINGS = [
-        Binding("m", "metric", "metric"),
-        Binding("x", "x_axis", "x axis"),
-        Binding("w", "smoother", "smooth"),
-        Binding("W", "rougher", "less smooth"),
-        Binding("escape,q", "close", "back"),
-    ]
-
-    def __init__(self, run: LoadedRun, controls: CurveControls):
-        super().__init__()
-        self.run = run
-        self.controls = controls
-
-    def compose(self) -> ComposeResult:
-        yield RunsChart(id="curves-chart")
-        yield Static(id="curves-status")
-        yield Footer()
-
-    def on_mount(self) -> None:
-        self.redraw()
-
-    def on_resize(self) -> None:
-        self.redraw()
-
-    def redraw(self) -> None:
-        c = self.controls
-        chart = self.query_one(RunsChart)
-        result = overlay([self.run], c.metric, x_axis=c.x_axis, smoothing=c.smoothing,
-                            points=max(40, 2 * chart.size.width))
-        chart.show(result)
-        problems = f" · ⚠ {'; '.join(self.run.problems)}" if self.run.problems else ""
-        self.query_one("#curves-status", Static).update(Text(
-            f"{self.run.name} · {self.run.updates:,} updates · {fmt_count(self.run.env_steps)} env steps · "
-            f"read in {self.run.load_seconds:.2f} s · curves {result.seconds:.2f} s{problems}", no_wrap=True,
-            overflow="ellipsis"))
-
-    def action_metric(self) -> None:
-        choices = metric_choices([self.run])
-        if choices:
-            c = self.controls
-            c.metric = choices[(choices.index(c.metric) + 1) % len(choices)] if c.metric in choices else choices[0]
-        self.redraw()
-
-    def action_x_axis(self) -> None:
-        self.controls.x_axis = X_AXES[(X_AXES.index(self.controls.x_axis) + 1) % len(X_AXES)]
-        self.redraw()
-
-    def action_smoother(self) -> None:
-        levels = SMOOTHING
-        index = min(range(len(levels)), key=lambda i: abs(levels[i] - self.controls.smoothing))
-        self.controls.smoothing = levels[min(len(levels) - 1, index + 1)]
-        self.redraw()
-
-    def action_rougher(self) -> None:
-        levels = SMOOTHING
-        index = min(range(len(levels)), key=lambda i: abs(levels[i] - self.controls.smoothing))
-        self.controls.smoothing = levels[max(0, index - 1)]
-        self.redraw()
-
-    def action_close(self) -> None:
-        self.app.pop_screen()
-        screen = self.app.screen
-        if isinstance(screen, RunsScreen):
-            screen.redraw_curves()
 
 
 class RunsApp(App):
