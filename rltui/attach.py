@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shlex
 import socket
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from rltui.errors import report
+from rltui.errors import ExitCode, report
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 SERVE_HINT = 'rltui serve needs textual-serve: pip install "rltui[serve]" (or: pip install textual-serve)'
@@ -24,13 +27,35 @@ def _in_a_browser() -> bool:
     return "web_driver" in os.environ.get("TEXTUAL_DRIVER", "")
 
 
-def _unavailable(message: str, run_dir: Path | str) -> int:
+def _unavailable(message: str, run_dir: Path | str, ended: bool = False) -> int:
     """The error line, and in a browser tab the same words on the page: the tab would
-    otherwise wait on its splash screen for a dashboard that never comes."""
-    code = _error(message)
-    if _in_a_browser():
-        show_unavailable(message, f"Its files stay in {os.path.abspath(run_dir)}. Press q to close.")
+    otherwise wait on its splash screen for a dashboard that never comes. A tab on a run
+    that has ended says it on the page only: serve has said it once on its terminal."""
+    if not _in_a_browser():
+        return _error(message)
+    code = int(ExitCode.USAGE) if ended else _error(message)
+    show_unavailable(message, f"Its files stay in {os.path.abspath(run_dir)}. Press q to close.")
     return code
+
+
+def _ended(run_dir: Path | str, message: str) -> str:
+    """For a run with no control socket to answer: that it has ended, how, and where its
+    curves are, where its events say so (or, in a browser tab, where serve saw it live:
+    its process is gone). Otherwise `message` (the run has not started, or is no run)."""
+    from rltui.export import EVENTS, is_run_dir, read_jsonl
+    from rltui.runs_view.discovery import socket_answers, state_of
+
+    path = Path(run_dir)
+    if not path.is_dir() or socket_answers(path):
+        return message
+    state = state_of(read_jsonl(path / EVENTS, []), live=False)
+    if state.name == "crashed" and not state.detail.startswith("error"):  # no final event
+        if not (_in_a_browser() and is_run_dir(path)):
+            return message
+        how = "its process is gone, without a final event"
+    else:
+        how = f"{state.name}: {state.detail}" if state.detail else state.name
+    return f"{run_dir}: the run has ended ({how}); its curves: rltui runs {shlex.quote(str(run_dir))}"
 
 
 def show_unavailable(reason: str, hint: str) -> None:
@@ -41,6 +66,7 @@ def show_unavailable(reason: str, hint: str) -> None:
 
 def cmd_attach(args) -> int:
     from rltui.config import ConfigError, build_config
+    from rltui.session import SessionState
     from rltui.session.remote import AttachError, RemoteSession
     from rltui.ui import can_show_dashboard
     from rltui.ui.themes import check_theme
@@ -52,7 +78,8 @@ def cmd_attach(args) -> int:
     try:
         remote = RemoteSession.connect(args.run_dir)
     except AttachError as err:
-        return _unavailable(str(err), args.run_dir)
+        message = _ended(args.run_dir, str(err))
+        return _unavailable(message, args.run_dir, ended=message != str(err))
     try:
         config = build_config(remote.config, use_preset=False)
     except ConfigError as err:
@@ -71,7 +98,16 @@ def cmd_attach(args) -> int:
 
     # The devices panel shows the job's process (memory), not this client's.
     sampler = DeviceSampler(pid=remote.pid or None)
-    return run_dashboard(remote, config, Path(args.run_dir), theme=theme, device_source=sampler)
+    if not _in_a_browser():
+        return run_dashboard(remote, config, Path(args.run_dir), theme=theme, device_source=sampler)
+    # A browser tab's last words would land on serve's terminal, once per tab: kept only if
+    # the dashboard itself failed (serve says it once when the run ends).
+    words = io.StringIO()
+    with contextlib.redirect_stderr(words):
+        code = run_dashboard(remote, config, Path(args.run_dir), theme=theme, device_source=sampler)
+    if code and remote.state is not SessionState.ERROR:
+        sys.stderr.write(words.getvalue())
+    return code
 
 
 def attach_command(run_dir: Path, theme: str | None = None) -> str:
@@ -90,11 +126,22 @@ def _child_can_import_rltui() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, *paths]))
 
 
-def make_server(run_dir: Path, host: str, port: int, theme: str | None = None):
-    from textual_serve.server import Server
+def make_server(run_dir: Path, host: str, port: int, theme: str | None = None, *,
+                public_url: str | None = None, verbose: bool = False, out=None):
+    from rltui.serve import DashboardServer
 
     _child_can_import_rltui()
-    return Server(attach_command(run_dir, theme), host=host, port=port, title=f"rltui · {Path(run_dir).name}")
+    return DashboardServer(attach_command(run_dir, theme), host=host, port=port, title=f"rltui · {Path(run_dir).name}",
+                           run_dir=str(run_dir), public_url=public_url, verbose=verbose, out=out)
+
+
+def check_public_url(url: str | None) -> None:
+    """ValueError unless `url` (given) is an http(s) address with a host."""
+    if url is None:
+        return
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise ValueError(f"--public-url: expected an address such as http://HOST:PORT, got {url!r}")
 
 
 def cmd_serve(args) -> int:
@@ -109,8 +156,11 @@ def cmd_serve(args) -> int:
         return _error(f"--port: expected 1-65535, got {args.port}")
     try:
         check_theme(args.theme)
+        check_public_url(args.public_url)
         remote = RemoteSession.connect(args.run_dir)  # a job must be listening now
-    except (AttachError, ValueError) as err:
+    except AttachError as err:
+        return _error(_ended(args.run_dir, str(err)))
+    except ValueError as err:
         return _error(str(err))
     # serve goes on after the run ends: open tabs keep its last state on screen, new ones
     # say it has ended. This terminal is told once, when it happens.
@@ -121,7 +171,8 @@ def cmd_serve(args) -> int:
         # Bound once before textual-serve starts: it prints "Serving ... on" before binding,
         # and a taken port would read as served, then fail.
         socket.create_server((args.host, args.port)).close()
-        make_server(Path(args.run_dir), args.host, args.port, args.theme).serve()
+        make_server(Path(args.run_dir), args.host, args.port, args.theme, public_url=args.public_url,
+                    verbose=args.verbose).serve()
     except OSError as err:  # the address is taken, or not this machine's
         return _error(f"cannot listen on {args.host}:{args.port}: {err.strerror or err}")
     finally:

@@ -167,7 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
         "address can steer the job)",
     )
     serve.add_argument("--port", type=int, default=8000, help="TCP port to listen on (default 8000)")
+    serve.add_argument(
+        "--public-url", metavar="URL",
+        help="the address browsers open, for every page to point at (behind a proxy or tunnel that changes it; "
+        "default: the address each browser used)",
+    )
     serve.add_argument("--theme", metavar="NAME", help="dashboard theme (default rltui-dark)")
+    serve.add_argument("--verbose", action="store_true", help="log every HTTP request")
     from rltui import compare, export
     from rltui.runs_view import command as runs_command
 

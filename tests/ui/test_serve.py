@@ -1,0 +1,182 @@
+"""`rltui serve` as a browser meets it: pages that point at the address the browser used
+(or the public URL given), a quiet terminal (no line per request, none from a tab's
+attach process), and a tab on a run that has ended saying so."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from control_client import served
+from test_cli import cli_env
+
+pytest.importorskip("textual_serve")
+
+WEB_DRIVER = "textual.drivers.web_driver:WebDriver"  # what textual-serve sets for each tab's command
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serving(tmp_path: Path, *options: str):
+    """`rltui serve` on a fake run, on a free port of 127.0.0.1: yields (port, output),
+    output filled in (stdout + stderr) once serve has stopped."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    port = _free_port()
+    output: list[str] = []
+    with served(run_dir):
+        proc = subprocess.Popen([sys.executable, "-m", "rltui", "serve", str(run_dir), "--port", str(port), *options],
+                                cwd=tmp_path, env=cli_env(tmp_path / "c"), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and proc.poll() is None:
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+                time.sleep(0.2)
+            assert proc.poll() is None, proc.communicate(timeout=5)
+            yield port, output
+        finally:
+            proc.terminate()
+            output.append(proc.communicate(timeout=30)[0])
+
+
+def fetch(port: int, path: str = "/", **headers: str) -> str:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers)
+    return urllib.request.urlopen(request, timeout=10).read().decode()
+
+
+def test_a_page_points_at_the_address_its_browser_used(tmp_path):
+    # Bound to every address, textual-serve wrote 0.0.0.0 into its pages: nowhere, to a browser.
+    with serving(tmp_path) as (port, output):
+        page = fetch(port, Host="dashboard.example:9999")  # as a browser on another machine asks
+        assert 'href="http://dashboard.example:9999/static/css/xterm.css"' in page
+        assert 'data-session-websocket-url="ws://dashboard.example:9999/ws"' in page
+        assert f"127.0.0.1:{port}" not in page
+        local = fetch(port)
+        assert f'data-session-websocket-url="ws://127.0.0.1:{port}/ws"' in local
+    (out,) = output
+    assert f"open http://127.0.0.1:{port} (Ctrl+C stops)" in out
+    assert "GET /" not in out and "Python-urllib" not in out, out  # no line per request
+    assert "Serving" not in out and "___" not in out, out  # textual-serve's banner, with the bound address
+
+
+def test_a_page_of_another_site_cannot_drive_the_dashboard(tmp_path):
+    handshake = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                 "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    with serving(tmp_path) as (port, output):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            fetch(port, "/ws", Origin="https://elsewhere.example", **handshake)
+        assert refused.value.code == 403
+    assert "refused a connection from a page of another site (https://elsewhere.example)" in output[0]
+
+
+def test_serve_with_a_public_url_points_every_page_at_it_and_verbose_logs_requests(tmp_path):
+    with serving(tmp_path, "--public-url", "https://runs.example/rltui/", "--verbose") as (port, output):
+        page = fetch(port)
+        assert 'href="https://runs.example/rltui/static/css/xterm.css"' in page
+        assert 'data-session-websocket-url="wss://runs.example/rltui/ws"' in page
+    (out,) = output
+    assert "open https://runs.example/rltui (Ctrl+C stops)" in out
+    assert '"GET / HTTP/1.1" 200' in out  # --verbose: the access log
+
+
+def test_serve_refuses_a_public_url_that_is_not_one(tmp_path):
+    from test_cli import rltui
+
+    result = rltui(["serve", str(tmp_path), "--public-url", "runs.example:8000"], tmp_path, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.startswith("rltui: error: --public-url: expected an address such as http://HOST:PORT")
+
+
+def test_bound_to_every_address_serve_says_to_open_this_machines_name(monkeypatch):
+    from rltui import serve
+
+    monkeypatch.setattr(serve.socket, "gethostname", lambda: "trainer")
+    assert serve.open_url("0.0.0.0", 8123) == "http://trainer:8123"
+    assert serve.open_url("::", 80) == "http://trainer"
+    assert serve.open_url("::1", 8123) == "http://[::1]:8123"
+    assert serve.open_url("0.0.0.0", 8123, "https://runs.example") == "https://runs.example"
+
+
+# --- a tab's attach process -------------------------------------------------------------------
+
+
+def _attach_in_a_tab(tmp_path, monkeypatch, *, code: int, words: str) -> int:
+    from rltui import attach, ui
+    from rltui.ui import runner
+
+    def dashboard(remote, *args, **kwargs):
+        print(words, file=sys.stderr)
+        return code
+
+    monkeypatch.setattr(runner, "run_dashboard", dashboard)
+    monkeypatch.setattr(ui, "can_show_dashboard", lambda: True)
+    monkeypatch.setenv("TEXTUAL_DRIVER", WEB_DRIVER)
+    with served(tmp_path):
+        return attach.cmd_attach(argparse.Namespace(run_dir=str(tmp_path), theme=None))
+
+
+def test_a_tab_that_detaches_says_nothing_on_serves_terminal(tmp_path, monkeypatch, capsys):
+    detached = f"Detached; the run goes on (running). Attach again with: rltui attach {tmp_path}\nRun files: {tmp_path}"
+    assert _attach_in_a_tab(tmp_path, monkeypatch, code=0, words=detached) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_a_tab_whose_dashboard_failed_still_says_why(tmp_path, monkeypatch, capsys):
+    assert _attach_in_a_tab(tmp_path, monkeypatch, code=1, words="Traceback: the dashboard failed") == 1
+    assert "the dashboard failed" in capsys.readouterr().err
+
+
+# --- a tab on a run that has ended ----------------------------------------------------------
+
+
+def _ended_run(run_dir: Path, *events: str) -> None:
+    (run_dir / "config.toml").write_text('env = "CartPole-v1"\n')
+    (run_dir / "events.jsonl").write_text("".join(event + "\n" for event in events))
+
+
+@pytest.mark.parametrize("in_a_tab", [True, False])
+def test_a_run_that_has_ended_is_said_to_have_ended(tmp_path, monkeypatch, capsys, in_a_tab):
+    from rltui import attach
+
+    _ended_run(tmp_path, '{"kind": "compiled", "update": 0, "message": "compiled in 1.0 s"}',
+               '{"kind": "finished", "update": 40, "message": "stopped at update 40"}')
+    shown = []
+    monkeypatch.setattr(attach, "show_unavailable", lambda reason, hint: shown.append(reason))
+    if in_a_tab:
+        monkeypatch.setenv("TEXTUAL_DRIVER", WEB_DRIVER)
+    else:
+        monkeypatch.delenv("TEXTUAL_DRIVER", raising=False)
+    assert attach.cmd_attach(argparse.Namespace(run_dir=str(tmp_path), theme=None)) == 2
+    said = f"{tmp_path}: the run has ended (stopped: stopped at update 40); its curves: rltui runs {tmp_path}"
+    # A tab's terminal is serve's, which has said it once already: the page only.
+    assert capsys.readouterr().err.strip() == ("" if in_a_tab else f"rltui: error: {said}")
+    assert shown == ([said] if in_a_tab else [])
+
+
+def test_a_tab_on_a_run_whose_process_went_away_says_it_has_ended(tmp_path, monkeypatch):
+    # serve saw the run live: a tab finding no socket, and no final event, finds it gone.
+    from rltui import attach
+
+    _ended_run(tmp_path, '{"kind": "compiled", "update": 0, "message": "compiled in 1.0 s"}')
+    shown = []
+    monkeypatch.setattr(attach, "show_unavailable", lambda reason, hint: shown.append(reason))
+    monkeypatch.setenv("TEXTUAL_DRIVER", WEB_DRIVER)
+    assert attach.cmd_attach(argparse.Namespace(run_dir=str(tmp_path), theme=None)) == 2
+    assert shown == [f"{tmp_path}: the run has ended (its process is gone, without a final event); "
+                     f"its curves: rltui runs {tmp_path}"]
