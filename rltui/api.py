@@ -12,6 +12,7 @@ client of the training session, as the dashboard and `--no-ui` are: the same run
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,19 +26,28 @@ class ApiError(UsageError):
     """Bad input to the API: the message is the one line the command line would print."""
 
 
-@dataclasses.dataclass(frozen=True)
+NO_TERMINAL = "rltui: ui=True needs a terminal on standard input and output; training headless, as with ui=False"
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
 class TrainResult:
-    """What a finished (or stopped) run leaves: everything is host memory, nothing on a device."""
+    """What a run that ended leaves: everything is host memory, nothing on a device."""
 
     config: RunConfig
     run_dir: Path
-    state: str  # the session's final state: "finished" or "error"
+    state: str  # how the run ended, in `rltui runs`' words: "finished", "stopped", "diverged" or "crashed"
     updates: int
     env_steps: int
     params: Any  # the final network parameters (NumPy arrays; a leading agent axis with several seeds or members)
-    metrics: tuple[Mapping[str, float], ...]  # one mapping per update: "update", "env_steps", then each metric
+    metrics: tuple[Mapping[str, Any], ...]  # one mapping per update: each line of metrics.jsonl, as JSON reads it
     latest_return: float | None  # mean return of the last update in which an episode ended
-    error: str | None = None
+    error: str | None = None  # why a "diverged" or "crashed" run ended; None otherwise
+
+    def __repr__(self) -> str:
+        latest = None if self.latest_return is None else round(self.latest_return, 3)
+        error = "" if self.error is None else f", error={self.error!r}"
+        return (f"TrainResult(state={self.state!r}, updates={self.updates}, env_steps={self.env_steps}, "
+                f"latest_return={latest!r}, run_dir={str(self.run_dir)!r}{error})")
 
 
 def make_config(env: Any = None, *, preset: bool = True, **keys: Any) -> RunConfig:
@@ -45,6 +55,7 @@ def make_config(env: Any = None, *, preset: bool = True, **keys: Any) -> RunConf
     env object (or `(env, params)` pair) that then trains under an id of its own
     (`object:ClassName`). Presets apply to the built-in envs only."""
     if env is not None and not isinstance(env, str):
+        _check_env_object(env)
         from trainers.env_import import EnvImportError, register_env
 
         try:
@@ -63,6 +74,36 @@ def make_config(env: Any = None, *, preset: bool = True, **keys: Any) -> RunConf
     return config
 
 
+def _check_env_object(env: Any) -> None:
+    """An object with neither a reset nor a step method was not meant as an env at all."""
+    obj = env[0] if isinstance(env, tuple) and len(env) == 2 else env
+    if not (callable(getattr(obj, "reset", None)) or callable(getattr(obj, "step", None))):
+        shown = repr(obj) if len(repr(obj)) <= 40 else f"a {type(obj).__name__}"
+        raise ApiError(
+            f"env: must be an env id (a string: 'CartPole-v1', 'my_pkg.envs:make_env') or an env object with "
+            f"reset and step methods (or an (env, params) pair); got {shown}"
+        )
+
+
+def _with_keys(config: RunConfig, env: Any, keys: dict[str, Any]) -> RunConfig:
+    """`config` with `env` and `keys` over it, validated as a new config is (no preset)."""
+    if env is None and not keys:
+        return config
+    base = config.to_toml_dict()
+    before = base.pop("env")
+    if env is not None:
+        base.pop("env_kwargs", None)  # another env: the old one's arguments do not carry over
+    return make_config(env if env is not None else before, preset=False, **{**base, **keys})
+
+
+def _api_words(message: str) -> str:
+    """A message from the run-directory checks, naming the keyword rather than the flag."""
+    for flag, keyword in (("--run-dir: ", "run_dir: "), ("--name: ", "name: ")):
+        if message.startswith(flag):
+            return keyword + message[len(flag):]
+    return message
+
+
 def train(
     env: Any = None,
     *,
@@ -73,15 +114,19 @@ def train(
     progress: bool = True,
     **keys: Any,
 ) -> TrainResult:
-    """Train to `total_timesteps` and return the result. `config` or `env` plus keys say
-    what to train; `run_dir`/`name` where the run's files go (default runs/<name>).
-    `ui`: open the dashboard on the run (in a terminal) instead of training headless;
-    `progress`: headless, show the progress bar on stderr. ApiError for bad input, raised
-    before anything is written."""
-    if config is None:
-        config = make_config(env, **keys)
-    elif env is not None or keys:
-        raise ApiError("train: pass either config or env and keys, not both")
+    """Train to `total_timesteps` and return the result. `env` plus keys, or `config` (with
+    `env` and keys, if given, over it) say what to train; `run_dir`/`name` where the run's
+    files go (default runs/<name>). `ui`: open the dashboard on the run instead of training
+    headless; without a terminal (a notebook, redirected output) a warning says so and the
+    run trains headless. `progress`: headless, show the progress bar on stderr. ApiError for
+    bad input, raised before anything is written."""
+    config = make_config(env, **keys) if config is None else _with_keys(config, env, keys)
+    if ui:
+        from rltui.ui import can_show_dashboard
+
+        if not can_show_dashboard():
+            warnings.warn(NO_TERMINAL, RuntimeWarning, stacklevel=2)
+            ui = False
 
     from rltui import runtime
     from rltui.check_env import preflight
@@ -107,7 +152,7 @@ def train(
     try:
         directory = prepare_run_dir(config, str(run_dir) if run_dir is not None else None, name=name)
     except (ConfigError, OSError) as err:
-        raise ApiError(str(err)) from None
+        raise ApiError(_api_words(str(err))) from None
     session, recorder = build_session(config, devices, directory, None)
     records = _Records()
     session.add_listener(records)
@@ -122,8 +167,15 @@ def train(
 
             run_headless(session, directory, attachable=server is not None)
         else:
+            from rltui.headless import StopOnNonFinite
+
+            session.add_listener(StopOnNonFinite(session))  # nobody to lower the learning rate: stop
             session.start()
-            session.join()
+            try:
+                session.join()
+            except KeyboardInterrupt:  # as the progress bar does: stop at the next chunk boundary
+                session.stop()
+                session.join()
     finally:
         if server is not None:
             server.close()
@@ -132,18 +184,22 @@ def train(
 
 
 class _Records(SessionListener):
-    """Keeps every update's metrics."""
+    """Keeps every update's metrics, as metrics.jsonl has them, and the session's events."""
 
     def __init__(self) -> None:
-        self.rows: list[dict[str, float]] = []
+        self.rows: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
         self.latest_return: float | None = None
 
     def on_metrics(self, snapshot) -> None:
         for record in snapshot.new_records:
-            self.rows.append({"update": record.update, "env_steps": record.env_steps, **record.values})
+            self.rows.append(record.to_json())
         latest = snapshot.latest_return
         if latest is not None:
             self.latest_return = latest
+
+    def on_event(self, event) -> None:
+        self.events.append({"kind": event.kind, "message": event.message, "update": event.update})
 
 
 def _result(config: RunConfig, directory: Path, session, records: _Records) -> TrainResult:
@@ -153,14 +209,23 @@ def _result(config: RunConfig, directory: Path, session, records: _Records) -> T
     state = session.backend.train_state
     if state is not None:
         params = jax.tree.map(lambda x: jax.device_get(x)[0], state.params)  # the device axis dropped
+    from rltui.runs_view.discovery import state_of
+
+    ended = state_of(records.events, live=False)
+    error = None
+    if ended.name == "diverged":
+        update = next((e["update"] for e in reversed(records.events) if e["kind"] == "nonfinite"), session.updates_done)
+        error = f"non-finite loss or gradient at update {update}; stopped"
+    elif ended.name == "crashed":
+        error = session.error or ended.detail
     return TrainResult(
         config=config,
         run_dir=directory,
-        state=session.state.value,
+        state=ended.name,
         updates=session.updates_done,
         env_steps=session.env_steps,
         params=params,
         metrics=tuple(records.rows),
         latest_return=records.latest_return,
-        error=session.error,
+        error=error,
     )

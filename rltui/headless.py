@@ -157,8 +157,14 @@ def _latest_checkpoint_text(run_dir: Path | str) -> str:
     return f"the latest checkpoint is from update {checkpoint_update(latest):,}"
 
 
-def continue_line(run_dir: Path | str, env_steps: int, reached_total: bool) -> str:
-    """How to train on from where a run ended: a finished run needs a larger total."""
+def continue_line(run_dir: Path | str, env_steps: int, reached_total: bool, env: str = "") -> str | None:
+    """How to train on from where a run ended: a finished run needs a larger total. None for
+    a run on an env object handed to the Python API (`env` an `object:` id): no other
+    process can build that env, so `--resume` could not go on from it."""
+    from trainers.env_import import is_object_id
+
+    if is_object_id(env):
+        return None
     resume = f"rltui launch --resume {shlex.quote(str(run_dir))}"
     if reached_total:
         return f"To train on: {resume} --set total_timesteps={2 * max(env_steps, 1)}"
@@ -249,7 +255,7 @@ class ProgressListener(SessionListener):
             self.console.print(Text(f"[update {event.update}] {event.message}", style=style), highlight=False)
 
 
-class _StopOnNonFinite(SessionListener):
+class StopOnNonFinite(SessionListener):
     """Headless has nobody to lower the learning rate: stop instead of waiting paused."""
 
     def __init__(self, session: TrainingSession):
@@ -288,7 +294,7 @@ def run_headless(
     total = session.total_updates * session.backend.steps_per_update
     listener = ProgressListener(console, total)
     session.add_listener(listener)
-    session.add_listener(_StopOnNonFinite(session))
+    session.add_listener(StopOnNonFinite(session))
     interrupts = []
 
     def on_signal(signum, frame):
@@ -309,7 +315,10 @@ def run_headless(
             console.print(Text("Stopping at the next chunk boundary… (Ctrl+C again to quit at once)", style="yellow"))
         session.stop()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    # Signals reach the main thread only (the Python API may train from another): there the
+    # process's own handlers stay.
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS} if in_main else {}
     try:
         with listener:
             session.start()
@@ -339,7 +348,9 @@ def run_headless(
         console.print(Text(f"Run files: {run_dir}" if run_dir else f"{peer_label}: run files are written by process 0"))
         if run_dir and code in (ExitCode.OK, ExitCode.DIVERGED) and session.updates_done > session.start_update:
             reached = session.updates_done >= session.total_updates
-            console.print(Text(continue_line(run_dir, session.env_steps, reached), style="dim"))
+            go_on = continue_line(run_dir, session.env_steps, reached, session.backend.static.env_id)
+            if go_on is not None:
+                console.print(Text(go_on, style="dim"))
         return code
 
     failure = session.checkpoint_failure

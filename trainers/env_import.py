@@ -167,8 +167,8 @@ def load(env_id: str) -> EnvSource:
             return _OBJECTS[env_id]
         except KeyError:
             raise EnvImportError(
-                f"env: {env_id} was an object handed to rltui.api in another Python process; "
-                "pass the env object again (rltui.api.train(..., env=...))"
+                f"env: {env_id} was an env object handed to rltui.train in another Python process, and only "
+                "that process can build it: a run on it cannot be resumed, evaluated or watched from elsewhere"
             ) from None
     from trainers import suites
 

@@ -74,7 +74,7 @@ def run_dashboard(
             Text(f"Detached; the run goes on ({session.state.value}). Attach again with: rltui attach {run_dir}")
         )
     console.print(Text(f"Run files: {run_dir}"))
-    go_on = _go_on(session.state, snapshot, failure, Path(run_dir))
+    go_on = _go_on(session.state, snapshot, failure, Path(run_dir), config.env)
     if go_on is not None:
         console.print(Text(go_on, style="dim"))
     failed = session.state is SessionState.ERROR or (app.return_code or 0) != 0 or failure is not None
@@ -94,14 +94,15 @@ def _summary(state: SessionState, snapshot: MetricsSnapshot) -> str:
     return f"At update {snapshot.update:,} ({snapshot.env_steps:,} env steps)."
 
 
-def _go_on(state: SessionState, snapshot: MetricsSnapshot | None, failure, run_dir: Path) -> str | None:
+def _go_on(state: SessionState, snapshot: MetricsSnapshot | None, failure, run_dir: Path, env: str) -> str | None:
     """How to train on from a run that ended, as `--no-ui` says it: only once it has ended
-    without an error or a failed final checkpoint, and with a checkpoint to resume from."""
+    without an error or a failed final checkpoint, with a checkpoint to resume from, and on
+    an env that `--resume` can build."""
     if state is not SessionState.FINISHED or failure is not None or snapshot is None:
         return None
     if CheckpointStore.for_run(run_dir).latest() is None:
         return None  # quit before the first checkpoint: nothing to go on from
-    return continue_line(run_dir, snapshot.env_steps, snapshot.update >= snapshot.total_updates)
+    return continue_line(run_dir, snapshot.env_steps, snapshot.update >= snapshot.total_updates, env)
 
 
 def _let_go(session: SessionClient, timeout: float | None = STOP_TIMEOUT) -> bool:

@@ -3,16 +3,49 @@ documented example runs as written."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import jax.numpy as jnp
 import pytest
 from test_custom_env import LEARNED, Bandit
 
 REPO = Path(__file__).resolve().parents[2]
+TINY = {"total_timesteps": 512, "num_envs": 8, "num_steps": 32}
+
+
+class NanBandit(Bandit):
+    """Rewards that are NaN: the first update's loss is not finite."""
+
+    def step(self, key, state, action, params):
+        obs, state, reward, terminated, truncated, info = super().step(key, state, action, params)
+        return obs, state, reward * jnp.nan, terminated, truncated, info
+
+
+def train_within(seconds: float, **kwargs):
+    """rltui.train on a thread, failing the test rather than hanging it."""
+    import rltui
+
+    out = {}
+
+    def target():
+        try:
+            out["result"] = rltui.train(**kwargs)
+        except BaseException as err:  # noqa: BLE001 - handed back to the test
+            out["error"] = err
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"rltui.train did not return within {seconds:.0f} s"
+    if "error" in out:
+        raise out["error"]
+    return out["result"]
 
 
 def test_import_rltui_does_not_import_jax():
@@ -31,6 +64,12 @@ def test_an_env_object_trains_to_its_optimal_return(tmp_path):
     assert result.latest_return >= LEARNED  # random: 5.0, optimal: 10.0
     assert 'env = "object:Bandit' in (result.run_dir / "config.toml").read_text()
     assert result.params is not None
+    lines = (result.run_dir / "metrics.jsonl").read_text().splitlines()
+    assert list(result.metrics) == [json.loads(line) for line in lines]  # metrics.jsonl, line for line
+    assert {"wall_time", "sps", "eval_return", "policy_loss"} <= set(result.metrics[-1])
+    shown = repr(result)
+    assert len(shown) < 200 and shown.startswith("TrainResult(state='finished', updates=64, env_steps=16384, ")
+    assert f"run_dir={str(result.run_dir)!r}" in shown
 
 
 def test_a_population_from_python_trains_each_member_and_hands_back_their_parameters(tmp_path):
@@ -47,6 +86,7 @@ def test_a_population_from_python_trains_each_member_and_hands_back_their_parame
     last = json.loads((result.run_dir / "metrics.jsonl").read_text().splitlines()[-1])
     slow, fast = last["members"]["episode_return"]
     assert fast >= LEARNED and fast > slow  # 3e-3 learns the bandit, 1e-4 has barely begun
+    assert result.metrics[-1]["members"] == last["members"]
     with pytest.raises(rltui.ApiError, match=r"^num_envs: cannot be swept"):
         rltui.train(env=Bandit(), sweep={"num_envs": [4, 8]}, run_dir=tmp_path / "bad")
 
@@ -57,11 +97,71 @@ def test_bad_input_raises_api_error_before_anything_is_written(tmp_path):
     class NoReset:
         default_params = None
 
+        def step(self, key, state, action, params):
+            return state
+
+    plainly = r"^env: must be an env id \(a string: 'CartPole-v1', 'my_pkg.envs:make_env'\) or an env object with reset"
+    with pytest.raises(rltui.ApiError, match=plainly + r".*; got 42$"):
+        rltui.train(env=42, run_dir=tmp_path / "run")
+    with pytest.raises(rltui.ApiError, match=plainly + r".*; got 'a'$"):
+        rltui.train(env=("a", 1), run_dir=tmp_path / "run")
     with pytest.raises(rltui.ApiError, match=r"^env: object:NoReset gave a NoReset, which has no reset method"):
         rltui.train(env=NoReset(), run_dir=tmp_path / "run")
     with pytest.raises(rltui.ApiError, match=r"^lr: "):
         rltui.train(env=Bandit(), lr=-1.0, run_dir=tmp_path / "run")
+    config = rltui.make_config(Bandit(), **TINY)
+    with pytest.raises(rltui.ApiError, match=r"^lr: "):
+        rltui.train(config=config, lr=-1.0, run_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "metrics.jsonl").touch()
+    with pytest.raises(rltui.ApiError, match=r"^run_dir: .*taken already holds a run"):
+        rltui.train(config=config, run_dir=taken, progress=False)
+
+
+def test_keys_given_with_a_config_go_over_it(tmp_path):
+    import rltui
+
+    config = rltui.make_config(Bandit(), **TINY)
+    result = rltui.train(config=config, total_timesteps=256, lr=1e-3, run_dir=tmp_path / "run", progress=False)
+    assert (result.state, result.updates, result.config.lr) == ("finished", 1, 1e-3)
+    assert result.config.env == config.env and result.config.num_envs == 8
+
+
+def test_a_diverged_run_says_so_and_offers_no_resume_that_cannot_work(tmp_path, capsys):
+
+    result = train_within(120, env=NanBandit(), **TINY, run_dir=tmp_path / "run")
+    assert (result.state, result.updates) == ("diverged", 1)
+    assert result.error == "non-finite loss or gradient at update 1; stopped"
+    assert "error='non-finite loss or gradient at update 1; stopped'" in repr(result)
+    err = capsys.readouterr().err
+    assert "Training diverged (non-finite loss or gradient); stopped." in err
+    assert "--resume" not in err  # an env object: no other process can build it
+    from rltui.runs_view.discovery import STATES
+
+    assert result.state in STATES  # the words `rltui runs` uses
+
+
+def test_a_diverged_run_without_progress_stops_rather_than_waiting_paused(tmp_path):
+    result = train_within(120, env=NanBandit(), **TINY, run_dir=tmp_path / "run", progress=False)
+    assert (result.state, result.updates) == ("diverged", 1)
+
+
+def test_the_dashboard_without_a_terminal_warns_and_trains_headless(tmp_path, monkeypatch, capsys):
+    import rltui
+    import rltui.ui.runner
+
+    def no_dashboard(*args, **kwargs):
+        raise AssertionError("the dashboard opened without a terminal")
+
+    monkeypatch.setattr(rltui.ui.runner, "run_dashboard", no_dashboard)
+    monkeypatch.delenv("TEXTUAL_DRIVER", raising=False)
+    assert not sys.stdin.isatty()  # pytest's standard input is not a terminal
+    with pytest.warns(RuntimeWarning, match=r"^rltui: ui=True needs a terminal on standard input and output; "):
+        result = rltui.train(env=Bandit(), **TINY, run_dir=tmp_path / "run", ui=True)
+    assert result.state == "finished"
+    assert "\x1b[" not in capsys.readouterr().out
 
 
 def test_the_documented_example_runs(tmp_path):
@@ -76,3 +176,25 @@ def test_the_documented_example_runs(tmp_path):
     assert (state, updates) == ("finished", "64")
     assert float(latest) >= LEARNED
     assert (tmp_path / "runs" / "bandit" / "config.toml").exists()
+
+
+def test_ctrl_c_without_progress_stops_the_run_at_a_chunk_boundary(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    import rltui
+    import rltui.api
+
+    seen = rltui.api._Records.on_metrics
+
+    def interrupt_once(self, snapshot):
+        seen(self, snapshot)
+        if len(self.rows) == snapshot.update and not getattr(self, "interrupted", False):
+            self.interrupted = True
+            os.kill(os.getpid(), signal.SIGINT)  # the main thread waits in rltui.train
+
+    monkeypatch.setattr(rltui.api._Records, "on_metrics", interrupt_once)
+    result = rltui.train(env=Bandit(), total_timesteps=32768, num_envs=8, num_steps=32, run_dir=tmp_path / "run",
+                         progress=False, chunk_seconds=0.05)
+    assert result.state == "stopped" and 0 < result.updates < 128
+    assert (result.run_dir / "checkpoints").is_dir()

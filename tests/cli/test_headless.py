@@ -147,6 +147,8 @@ def test_the_last_lines_say_how_to_train_on():
     assert continue_line("runs/a b", 500_224, True) == (
         "To train on: rltui launch --resume 'runs/a b' --set total_timesteps=1000448")
     assert continue_line("runs/x", 1_000, False) == "To go on: rltui launch --resume runs/x"
+    # A run on an env object handed to the Python API: no other process can build its env.
+    assert continue_line("runs/x", 1_000, True, "object:Bandit") is None
 
 
 def test_a_run_that_evaluates_shows_its_latest_evaluation_return():

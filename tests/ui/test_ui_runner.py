@@ -96,3 +96,14 @@ def test_a_finished_run_says_how_to_train_on(tmp_path, monkeypatch, capsys):
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("Finished after 10 updates")
     assert lines[-1] == f"To train on: rltui launch --resume {tmp_path} --set total_timesteps={2 * 10 * 512}"
+
+
+def test_a_run_on_an_env_object_offers_no_resume(tmp_path):
+    # An env object handed to the Python API: `rltui launch --resume` could not build it.
+    from rltui.ui.runner import _go_on
+
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "checkpoint-000000010.msgpack").write_bytes(b"")
+    last = snapshot(TOTAL, sps=1000.0)
+    assert _go_on(SessionState.FINISHED, last, None, tmp_path, "CartPole-v1").startswith("To train on: ")
+    assert _go_on(SessionState.FINISHED, last, None, tmp_path, "object:Bandit") is None
