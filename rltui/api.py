@@ -165,7 +165,7 @@ def train(
         elif progress:
             from rltui.headless import run_headless
 
-            run_headless(session, directory, attachable=server is not None)
+            run_headless(session, directory, attachable=server is not None, second_interrupt_quits=False)
         else:
             from rltui.headless import StopOnNonFinite
 

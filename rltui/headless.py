@@ -274,6 +274,7 @@ def run_headless(
     attachable: bool = False,
     peer_label: str | None = None,
     on_abort: Callable[[], None] | None = None,
+    second_interrupt_quits: bool = True,
 ) -> int:
     """Run `session` to the end with a progress display. Ctrl+C or SIGTERM stop it at the
     next chunk boundary; a second Ctrl+C quits at once. Returns the process exit code.
@@ -281,7 +282,8 @@ def run_headless(
     `peer_label` ("process I of N"): one process of a multi-process run; it ends by printing
     the digest of its parameters, equal on every process. `run_dir` None: process 0 writes
     the run files, this process none. `on_abort`: what must still happen when a second Ctrl+C
-    quits at once (remove the control socket).
+    quits at once (remove the control socket). `second_interrupt_quits` False (the Python API,
+    whose process may be a notebook's kernel): a second Ctrl+C waits for the boundary too.
 
     A closed output does not end the run: the display goes quiet, a warning event says so,
     and the run goes on to its end and final checkpoint, as under nohup. A run whose last
@@ -298,6 +300,9 @@ def run_headless(
     interrupts = []
 
     def on_signal(signum, frame):
+        if signum == signal.SIGINT and interrupts and not second_interrupt_quits:
+            console.print(Text("Still stopping at the next chunk boundary…", style="yellow"))
+            return
         if signum == signal.SIGINT and interrupts:
             listener.abort()
             if on_abort is not None:
@@ -312,7 +317,8 @@ def run_headless(
             os._exit(ExitCode.INTERRUPTED)  # run files are flushed at every chunk boundary
         interrupts.append(signum)
         if signum == signal.SIGINT:
-            console.print(Text("Stopping at the next chunk boundary… (Ctrl+C again to quit at once)", style="yellow"))
+            again = " (Ctrl+C again to quit at once)" if second_interrupt_quits else ""
+            console.print(Text(f"Stopping at the next chunk boundary…{again}", style="yellow"))
         session.stop()
 
     # Signals reach the main thread only (the Python API may train from another): there the

@@ -153,7 +153,7 @@ def _import_env_module(module_name: str) -> Any:
 
 def module_of(env_id: str) -> str | None:
     """The module an env id imports, or None when it imports nothing."""
-    if not is_import_path(env_id):
+    if not is_import_path(env_id) or is_object_id(env_id):
         return None
     return split_env_id(env_id).path.partition(":")[0]
 

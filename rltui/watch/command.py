@@ -18,7 +18,7 @@ def load_player(args) -> Player:
     from rltui.inspect_checkpoint import _load
     from trainers import checkpoint
     from trainers.checkpoint import CheckpointError
-    from trainers.env_import import is_import_path
+    from trainers.env_import import is_import_path, is_object_id
 
     check_integer("--seed", args.seed, int_range("seed"))
     check_integer("--episodes", args.episodes, IntRange(1, INT32_MAX))
@@ -34,7 +34,7 @@ def load_player(args) -> Player:
         config = build_config(metadata.get("config", {}), use_preset=False)
     except ConfigError as err:
         raise UsageError(f"checkpoint config: {err}") from None
-    if is_import_path(config.env):
+    if is_import_path(config.env) and not is_object_id(config.env):  # an object is no module
         module = config.env.split(":", 1)[0]
         print(f"rltui: watch imports the env module {module} (named by the checkpoint, {config.env})",
               file=sys.stderr)

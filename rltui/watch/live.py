@@ -58,9 +58,9 @@ class LivePolicy:
 
 def live_imports(config) -> str | None:
     """The env module watching `config` imports (an import-path env), or None."""
-    from trainers.env_import import is_import_path
+    from trainers.env_import import is_import_path, is_object_id
 
-    return config.env.split(":", 1)[0] if is_import_path(config.env) else None
+    return config.env.split(":", 1)[0] if is_import_path(config.env) and not is_object_id(config.env) else None
 
 
 def prepare_jax(on_cpu: bool) -> None:

@@ -453,7 +453,7 @@ class Fake:
     def build(self, hp):
         pass
     def run_chunk(self, n, hp):
-        if self.mode == "slow":  # a chunk in flight long enough for two Ctrl+C
+        if self.mode.startswith("slow"):  # a chunk in flight long enough for two Ctrl+C
             (run_dir.parent / "started").touch()
             time.sleep(1.0)
         rows = []
@@ -471,7 +471,8 @@ class Fake:
 
 mode, run_dir = sys.argv[1], Path(sys.argv[2])
 session = TrainingSession(Fake(mode), DynamicHParams.create(), 6)
-sys.exit(run_headless(session, run_dir, on_abort=lambda: (run_dir.parent / "aborted").touch()))
+sys.exit(run_headless(session, run_dir, on_abort=lambda: (run_dir.parent / "aborted").touch(),
+                      second_interrupt_quits=mode != "slow-api"))
 """
 
 
@@ -542,6 +543,31 @@ def test_output_into_a_pipe_closed_early_ends_quietly(tmp_path):
     stderr = proc.stderr.read()
     assert proc.wait(timeout=60) == 128 + signal.SIGPIPE, stderr
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+
+
+def test_for_the_python_api_a_second_ctrl_c_still_waits_for_the_boundary(tmp_path):
+    """A notebook's kernel gets Ctrl+C from its interrupt button: the API never quits the
+    process, it stops at the chunk boundary and writes the final checkpoint."""
+    run_dir = tmp_path / "r"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_FAKE_HEADLESS), "slow-api", str(run_dir)], cwd=tmp_path,
+        env=cli_env(tmp_path / ".cache-unused"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "Still stopping at the next chunk boundary" in stderr, stderr
+    assert "Ctrl+C again" not in stderr and "Aborted" not in stderr, stderr
+    assert not (tmp_path / "aborted").exists()
+    assert proc.returncode != 130, stderr
 
 
 def test_headless_second_ctrl_c_quits_at_once_and_cleans_up(tmp_path):
