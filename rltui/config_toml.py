@@ -21,17 +21,31 @@ else:  # pragma: no cover - Python 3.10
 
 def parse_set_value(text: str) -> Any:
     """Read a `--set` value as a TOML value (numbers, booleans, arrays, quoted strings);
-    anything that is not valid TOML is taken as a bare string (e.g. Acrobot-v1). A value
-    that opens or closes like an array or a table must be one (`[64,64` is a typo, not a
-    name). A value TOML reads as a number or array but Python cannot hold raises ConfigError."""
+    anything that is not valid TOML is taken as a bare string (e.g. Acrobot-v1, or a list of
+    bare names, [lr, ent_coef], which its key reads). A value that opens or closes like an
+    array or a table must open and close it (`[64,64` is a typo, not a name). A value TOML
+    reads as a number or array but Python cannot hold raises ConfigError."""
     try:
         return _parse_toml(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError as err:
-        if text[:1] in "[{" or text[-1:] in "]}":
+        if (text[:1] in "[{" or text[-1:] in "]}") and not _encloses(text):
             kind = "a table" if text[:1] == "{" or text[-1:] == "}" else "an array"
             reason = re.sub(r" \(at .*\)$", "", str(err))  # its position counts a prefix the user never typed
             raise ConfigError(f"{quote(text)} is not {kind} TOML can read: {reason[:1].lower()}{reason[1:]}") from None
         return text
+
+
+def _encloses(text: str) -> bool:
+    """`text` is one bracketed array or braced table, its brackets or braces balanced."""
+    for opening, closing in ("[]", "{}"):
+        if text[:1] == opening and text[-1:] == closing:
+            depth = 0
+            for i, char in enumerate(text):
+                depth += (char == opening) - (char == closing)
+                if depth == 0 and i < len(text) - 1 or depth < 0:
+                    return False
+            return depth == 0
+    return False
 
 
 def _parse_toml(text: str) -> dict[str, Any]:
