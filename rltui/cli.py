@@ -63,9 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     launch.add_argument(
         "--sweep", metavar="KEY=SPEC", action="append", default=[], dest="sweeps",
-        help="train a population: sweep a traced key over a list, --sweep lr=[1e-4,3e-4], or a distribution, "
-        "--sweep ent_coef=loguniform(1e-4,1e-2) (repeatable; wins over the --config file's [sweep] entry "
-        "for the same key)",
+        help="train a population: sweep a traced key over a list, --sweep 'lr=[1e-4,3e-4]', or a distribution, "
+        "--sweep 'ent_coef=loguniform(1e-4,1e-2)' (quoted for the shell; repeatable; wins over the --config "
+        "file's [sweep] entry for the same key)",
     )
     launch.add_argument(
         "--sweep-size", metavar="N",

@@ -318,7 +318,7 @@ def _check_population(config: RunConfig) -> None:
     if members < 2:
         raise ConfigError(
             f"pbt_every_updates: population-based training needs a population of at least 2 members, got {members}; "
-            "add a sweep (--sweep lr=loguniform(1e-4,1e-3) --sweep-size 8)"
+            "add a sweep (--sweep \"lr=loguniform(1e-4,1e-3)\" --sweep-size 8)"
         )
     if config.pbt_metric == "eval_return" and not config.eval_every_updates:
         raise ConfigError("pbt_metric: eval_return needs evaluation; set eval_every_updates > 0")

@@ -132,3 +132,16 @@ def test_architecture_page_names_every_module():
             if name not in named and f"{package}/{name}" not in named:
                 missing.append(f"{package}/{name}")
     assert missing == []
+
+
+def test_sweep_examples_are_quoted_for_the_shell():
+    """`--sweep lr=loguniform(1e-4,1e-2)` unquoted is a syntax error in bash (and a list one in
+    zsh): every example in the pages, the README and `rltui launch --help` is quoted."""
+    from rltui.cli import build_parser
+
+    launch = next(a for a in build_parser()._actions if a.dest == "command").choices["launch"]
+    texts = {path.name: read(path) for path in [ROOT / "README.md", *DOCS.glob("*.md")]}
+    texts["rltui launch --help"] = launch.format_help()
+    unquoted = {name: found for name, text in texts.items()
+                if (found := re.findall(r"--sweep\s+[^\s\"'][^\s`]*[(\[]\S*", text))}
+    assert unquoted == {}
