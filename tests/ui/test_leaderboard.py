@@ -314,3 +314,34 @@ async def test_pbt_and_clone_steps_are_marked_on_the_chart(tmp_path):
         await pilot.pause()
         assert chart.edit_steps[len(before):] == [40 * RunConfig(sweep=SWEEP).steps_per_update]  # the freeze is not
 
+
+
+def dialog_text(app) -> str:
+    """The words the open dialog shows on screen, line after line, clipped as the terminal
+    draws them (a line cut at the dialog's edge loses its end here too)."""
+    import re
+
+    region = app.screen.query_one("#clone-dialog").content_region
+    rows = app.screen._compositor.render_strips()[region.y:region.bottom]
+    return re.sub(r"\s+", " ", " ".join(row.text[region.x:region.right] for row in rows)).strip()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+@pytest.mark.parametrize("selected", [(1,), ()])
+async def test_the_clone_dialog_wraps_its_text_whole(tmp_path, size, selected):
+    fake = PopulationFake()
+    app = make_app(tmp_path, fake)
+    async with app.run_test(size=size) as pilot:
+        board = await started(app, pilot, fake)
+        for member in selected:
+            await cursor_to(pilot, board, member)
+            await pilot.press("space")
+        await cursor_to(pilot, board, 4)
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, CloneDialog))
+        await pilot.pause()
+        into = "1" if selected else "the members typed below"
+        shown = dialog_text(app)
+        assert f"Member 4's parameters and optimizer state go into {into}, at the next chunk boundary." in shown
+        assert "factor: lr are multiplied by it (1.0 = an exact copy)" in shown
+        assert "Tab next field · Enter clone · Esc cancel" in shown
