@@ -345,3 +345,20 @@ async def test_the_clone_dialog_wraps_its_text_whole(tmp_path, size, selected):
         assert f"Member 4's parameters and optimizer state go into {into}, at the next chunk boundary." in shown
         assert "factor: lr are multiplied by it (1.0 = an exact copy)" in shown
         assert "Tab next field · Enter clone · Esc cancel" in shown
+
+
+async def test_a_member_edit_is_one_line_in_the_events_log(tmp_path):
+    fake = PopulationFake()
+    app = make_app(tmp_path, fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(app, pilot, fake)
+        # as the session reports an edit of members: an hparams event, then the population's
+        # record of it with the table after it (for population.jsonl)
+        text = "set lr -> 0.0005 for members 2, 3"
+        fake.on_thread(fake.event, "hparams", text, changes={"lr": 5e-4}, members=[2, 3])
+        fake.on_thread(fake.event, "population", text, action="edit", members=[2, 3], replacements=[], table=[])
+        fake.on_thread(fake.event, "population", "froze member 4", action="freeze", members=[4], table=[])
+        log = app.dashboard.events_log
+        await until(pilot, lambda: "froze member 4" in log.text)
+        assert [line.split("] ", 1)[1] for line in log.text.splitlines() if "lr -> 0.0005" in line] == [
+            "hparams   set lr -> 0.0005 for members 2, 3"]
