@@ -115,6 +115,38 @@ def test_command_line_page_lists_every_command():
     assert [c for c in commands if f"rltui {c}" not in page] == []
 
 
+
+def test_command_line_synopsis_lists_every_option_of_every_command():
+    from rltui.cli import build_parser
+
+    block = read(DOCS / "command-line.md").split("```")[1]
+    synopsis: dict[str, str] = {}
+    command = None
+    for line in block.splitlines():  # a command's line, and the indented lines that go on with it
+        if (match := re.match(r"rltui ([a-z-]+)", line)) is not None:
+            command = match.group(1)
+            synopsis[command] = synopsis.get(command, "") + line
+        elif line.startswith(" ") and command is not None:
+            synopsis[command] += line
+    commands = next(a for a in build_parser()._actions if a.dest == "command").choices
+    def absent(option: str, command: str) -> bool:
+        return option != "--help" and not re.search(re.escape(option) + r"(?![\w-])", synopsis.get(command, ""))
+
+    missing = {name: options for name, parser in commands.items()
+               if (options := [o for a in parser._actions for o in a.option_strings
+                               if o.startswith("--") and absent(o, name)])}
+    assert missing == {}
+
+
+def test_every_option_with_choices_and_a_default_says_its_default_in_help():
+    from rltui.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if a.dest == "command").choices
+    silent = [f"{name} {a.option_strings[0]}" for name, parser in commands.items() for a in parser._actions
+              if a.choices and a.default is not None and "default" not in (a.help or "")]
+    assert silent == []
+
+
 def test_architecture_page_names_every_module():
     """Each module and package of `trainers/` and `rltui/` has a row in the architecture
     page's tables, so a newcomer finds where a job lives."""
