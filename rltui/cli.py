@@ -26,6 +26,8 @@ def _keys_epilog() -> str:
             value = list(value)
         elif isinstance(value, bool):
             value = str(value).lower()
+        elif value is None:  # TOML has no null: such a key is left out of a file (`--set KEY=none`)
+            value = "unset"
         lines.append(f"  {key + ('*' if info.live else ''):<{width}} {info.meaning} (default: {value})")
     lines.append("")
     lines.append(

@@ -93,7 +93,7 @@ RUN_KEYS: tuple[Key, ...] = (
         "metrics.jsonl; the best policy kept as checkpoints/best.msgpack); 0 = off", IntRange(0, INT32_MAX), RUN),
     Key("eval_episodes", 16, "episodes per evaluation (one env each)", IntRange(1, 4096), RUN),
     Key("stop_at_eval_return", None, "stop the run, with a final checkpoint, once an evaluation's mean return "
-        "reaches this; unset (the default) = never", OptionalNumber(), RUN),
+        "reaches this; unset = never", OptionalNumber(), RUN),
     Key("loggers", (), "where metrics and events go besides metrics.jsonl and events.jsonl (always written): "
         "tensorboard (event files in RUN_DIR/tb/), wandb (Weights & Biases; its WANDB_* variables apply)",
         Names(("jsonl", "tensorboard", "wandb")), RUN),

@@ -177,3 +177,14 @@ def test_sweep_examples_are_quoted_for_the_shell():
     unquoted = {name: found for name, text in texts.items()
                 if (found := re.findall(r"--sweep\s+[^\s\"'][^\s`]*[(\[]\S*", text))}
     assert unquoted == {}
+
+
+def test_an_unset_default_reads_unset_as_toml_has_no_none():
+    from rltui.cli import _keys_epilog
+
+    epilog = _keys_epilog()
+    assert "None" not in epilog
+    (line,) = [line for line in epilog.splitlines() if line.strip().startswith("stop_at_eval_return ")]
+    assert line.endswith("unset = never (default: unset)")
+    (row,) = [row for row in read(DOCS / "configuration.md").splitlines() if row.startswith("| `stop_at_eval_return`")]
+    assert "| unset |" in row and "None" not in row and "(the default)" not in row
