@@ -185,7 +185,8 @@ def render_info(record: dict[str, Any]) -> str:
 
 def render_population(population: dict[str, Any]) -> list[str]:
     """The population's lines: its size, sweep and PBT, then one row per member."""
-    lines = [f"population   {population['num_members']} members x {population['num_seeds']} seeds"]
+    seeds = population["num_seeds"]
+    lines = [f"population   {population['num_members']} members x {seeds} seed{'s' if seeds != 1 else ''}"]
     if population["sweep"]:
         lines.append("  sweep      " + ", ".join(f"{k} {show_setting(v)}" for k, v in population["sweep"].items()))
     if population["pbt"]:

@@ -30,7 +30,7 @@ def member_returns(index: int, update: int) -> float:
     return min(500.0, 9.0 + speed * update + 2.0 * math.sin(update + index))
 
 
-def population_view(update: int, *, states=None, parents=None, evals=None, values=None) -> PopulationView:
+def population_view(update: int, *, states=None, parents=None, evals=None, values=None, seeds=2) -> PopulationView:
     states = states or {}
     parents = parents or {}
     members = []
@@ -46,7 +46,7 @@ def population_view(update: int, *, states=None, parents=None, evals=None, value
             trend=trend,
             parent=parents.get(m),
         ))
-    return PopulationView(keys=("lr",), num_seeds=2, members=tuple(members))
+    return PopulationView(keys=("lr",), num_seeds=seeds, members=tuple(members))
 
 
 class PopulationFake(FakeSession):
@@ -362,3 +362,13 @@ async def test_a_member_edit_is_one_line_in_the_events_log(tmp_path):
         await until(pilot, lambda: "froze member 4" in log.text)
         assert [line.split("] ", 1)[1] for line in log.text.splitlines() if "lr -> 0.0005" in line] == [
             "hparams   set lr -> 0.0005 for members 2, 3"]
+
+
+@pytest.mark.parametrize("seeds,title", [(1, "6 members × 1 seed, by latest"), (2, "6 members × 2 seeds, by latest")])
+async def test_the_leaderboard_title_counts_seeds_in_words(tmp_path, seeds, title):
+    fake = PopulationFake()
+    fake.view_options = {"seeds": seeds}
+    app = make_app(tmp_path, fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        board = await started(app, pilot, fake)
+        assert str(board.border_title) == f"leaderboard: {title} (s)"
