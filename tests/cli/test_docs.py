@@ -188,3 +188,15 @@ def test_an_unset_default_reads_unset_as_toml_has_no_none():
     assert line.endswith("unset = never (default: unset)")
     (row,) = [row for row in read(DOCS / "configuration.md").splitlines() if row.startswith("| `stop_at_eval_return`")]
     assert "| unset |" in row and "None" not in row and "(the default)" not in row
+
+
+def test_every_picture_is_shown_by_a_page():
+    # A picture no page links to is left over (the before/after pictures of a change, say).
+    linked = {(source.parent / target).resolve() for source in [ROOT / "README.md", *DOCS.glob("*.md")]
+              for target in re.findall(r"\]\(([^)\s#]+\.(?:svg|png|gif))\)", read(source))}
+    pictures = [p for p in [*DOCS.glob("*.*"), *(DOCS / "images").glob("*.*")] if p.suffix in (".svg", ".png", ".gif")]
+    assert sorted(str(p.relative_to(ROOT)) for p in pictures if p.resolve() not in linked) == []
+    # and each says what it shows, not how the code was before a change
+    captions = [alt for source in [ROOT / "README.md", *DOCS.glob("*.md")]
+                for alt in re.findall(r"!\[([^]]*)\]", read(source))]
+    assert [alt for alt in captions if re.match(r"(before|after)\b", alt, flags=re.IGNORECASE)] == []
