@@ -284,7 +284,8 @@ def _preset_summary(has_preset: bool, result, family: str | None = None) -> str:
     elif result.mean >= result.reference:
         reached = "the mean reaches"
     elif result.optimum is not None and result.optimum < result.reference:
-        reached = f"the best any policy reaches on these episodes is {result.optimum:g}, below"
+        return (f"{measured} (short of the reference {result.reference:g}, which no policy reaches on these "
+                f"episodes: the best possible is {result.optimum:g})")
     else:
         reached = "short of"
     return f"{measured} ({reached} the reference {result.reference:g})"
