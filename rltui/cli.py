@@ -26,6 +26,8 @@ def _keys_epilog() -> str:
             value = list(value)
         elif isinstance(value, bool):
             value = str(value).lower()
+        elif value is None:  # TOML has no null: such a key is left out of a file (`--set KEY=none`)
+            value = "unset"
         lines.append(f"  {key + ('*' if info.live else ''):<{width}} {info.meaning} (default: {value})")
     lines.append("")
     lines.append(
@@ -63,9 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     launch.add_argument(
         "--sweep", metavar="KEY=SPEC", action="append", default=[], dest="sweeps",
-        help="train a population: sweep a traced key over a list, --sweep lr=[1e-4,3e-4], or a distribution, "
-        "--sweep ent_coef=loguniform(1e-4,1e-2) (repeatable; wins over the --config file's [sweep] entry "
-        "for the same key)",
+        help="train a population: sweep a traced key over a list, --sweep 'lr=[1e-4,3e-4]', or a distribution, "
+        "--sweep 'ent_coef=loguniform(1e-4,1e-2)' (quoted for the shell; repeatable; wins over the --config "
+        "file's [sweep] entry for the same key)",
     )
     launch.add_argument(
         "--sweep-size", metavar="N",
@@ -288,7 +290,8 @@ def _preset_summary(has_preset: bool, result, family: str | None = None) -> str:
     elif result.mean >= result.reference:
         reached = "the mean reaches"
     elif result.optimum is not None and result.optimum < result.reference:
-        reached = f"the best any policy reaches on these episodes is {result.optimum:g}, below"
+        return (f"{measured} (short of the reference {result.reference:g}, which no policy reaches on these "
+                f"episodes: the best possible is {result.optimum:g})")
     else:
         reached = "short of"
     return f"{measured} ({reached} the reference {result.reference:g})"

@@ -376,7 +376,7 @@ def add_parser(sub) -> None:
     compare.add_argument("--group-by", metavar="KEY",
                          help="aggregate runs sharing a value of config KEY (e.g. seed, lr)")
     compare.add_argument("--statistic", choices=sorted(STATISTICS), default="mean",
-                         help="what --group-by aggregates with: mean or iqm (interquartile mean)")
+                         help="what --group-by aggregates with: mean (the default) or iqm (interquartile mean)")
     compare.add_argument("--plot", action="store_true", help="draw the curves in the terminal")
     compare.add_argument("--smooth", type=float, default=0.6,
                          help="EMA weight of the plotted curves, in [0, 1); 0 draws them raw (default 0.6)")

@@ -93,7 +93,7 @@ RUN_KEYS: tuple[Key, ...] = (
         "metrics.jsonl; the best policy kept as checkpoints/best.msgpack); 0 = off", IntRange(0, INT32_MAX), RUN),
     Key("eval_episodes", 16, "episodes per evaluation (one env each)", IntRange(1, 4096), RUN),
     Key("stop_at_eval_return", None, "stop the run, with a final checkpoint, once an evaluation's mean return "
-        "reaches this; unset (the default) = never", OptionalNumber(), RUN),
+        "reaches this; unset = never", OptionalNumber(), RUN),
     Key("loggers", (), "where metrics and events go besides metrics.jsonl and events.jsonl (always written): "
         "tensorboard (event files in RUN_DIR/tb/), wandb (Weights & Biases; its WANDB_* variables apply)",
         Names(("jsonl", "tensorboard", "wandb")), RUN),
@@ -318,7 +318,7 @@ def _check_population(config: RunConfig) -> None:
     if members < 2:
         raise ConfigError(
             f"pbt_every_updates: population-based training needs a population of at least 2 members, got {members}; "
-            "add a sweep (--sweep lr=loguniform(1e-4,1e-3) --sweep-size 8)"
+            "add a sweep (--sweep \"lr=loguniform(1e-4,1e-3)\" --sweep-size 8)"
         )
     if config.pbt_metric == "eval_return" and not config.eval_every_updates:
         raise ConfigError("pbt_metric: eval_return needs evaluation; set eval_every_updates > 0")

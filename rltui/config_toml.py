@@ -64,7 +64,7 @@ def _parse_toml(text: str) -> dict[str, Any]:
 
 
 # Table keys whose entries can be set one at a time (`--set sweep.lr=[1e-4,3e-4]`, or
-# `rltui launch --sweep lr=[1e-4,3e-4]`): such entries merge over the table of the sources
+# `rltui launch --sweep "lr=[1e-4,3e-4]"`): such entries merge over the table of the sources
 # below them, entry by entry, where a whole table (`--set sweep={...}`) replaces it.
 ENTRY_TABLES = ("sweep",)
 

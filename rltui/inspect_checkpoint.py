@@ -69,6 +69,8 @@ def info_record(path: Path, data: bytes, metadata: dict) -> dict[str, Any]:
         "created": metadata.get("created"),
         "device_kind": metadata.get("device_kind"),
         "device_count": metadata.get("device_count"),
+        # what presets.toml set for the run (`rltui.presets.applied`), where it set anything
+        "preset": metadata.get("preset"),
         # as they were when saved, live edits included
         "hparams": {name: value for name, value in hparams.items() if name in applies},
         # as the run started (or was last resumed), only the keys its algorithm reads
@@ -145,12 +147,18 @@ def render_info(record: dict[str, Any]) -> str:
         ("saved", f"{record['reason']} checkpoint, {record['created']}"),
         ("device", f"{record['device_kind']} x {record['device_count']}"),
     ]
+    preset = record.get("preset")
+    if preset:
+        from rltui.presets import describe
+
+        settings = ", ".join(f"{k} {show_setting(v)}" for k, v in preset["settings"].items())
+        facts.append(("preset", f"{describe(preset)}: {settings}"))
     lines = [f"{name:<12} {value}" for name, value in facts]
 
     def section(title: str, values: dict[str, Any]) -> None:
         lines.extend(["", title])
         width = max((len(k) for k in values), default=0)
-        lines.extend(f"  {k:<{width}}  {_value(v)}" for k, v in values.items())
+        lines.extend(f"  {k:<{width}}  {show_setting(v)}" for k, v in values.items())
 
     population = record.get("population")
     hparams = record["hparams"]
@@ -165,7 +173,7 @@ def render_info(record: dict[str, Any]) -> str:
     lines.extend(["", f"edits        {len(record['edits'])}"])
     for edit in record["edits"]:
         changes = edit.get("changes") if isinstance(edit, dict) else None
-        text = ", ".join(f"{k} {_value(v)}" for k, v in changes.items()) if isinstance(changes, dict) else changes
+        text = ", ".join(f"{k} {show_setting(v)}" for k, v in changes.items()) if isinstance(changes, dict) else changes
         chosen = edit.get("members") if isinstance(edit, dict) else None
         if isinstance(chosen, list):
             text = f"{text} (member{'s' if len(chosen) != 1 else ''} {', '.join(map(str, chosen))})"
@@ -177,18 +185,20 @@ def render_info(record: dict[str, Any]) -> str:
 
 def render_population(population: dict[str, Any]) -> list[str]:
     """The population's lines: its size, sweep and PBT, then one row per member."""
-    lines = [f"population   {population['num_members']} members x {population['num_seeds']} seeds"]
+    seeds = population["num_seeds"]
+    lines = [f"population   {population['num_members']} members x {seeds} seed{'s' if seeds != 1 else ''}"]
     if population["sweep"]:
-        lines.append("  sweep      " + ", ".join(f"{k} {_value(v)}" for k, v in population["sweep"].items()))
+        lines.append("  sweep      " + ", ".join(f"{k} {show_setting(v)}" for k, v in population["sweep"].items()))
     if population["pbt"]:
-        lines.append("  pbt        " + ", ".join(f"{k.removeprefix('pbt_')} {_value(v)}"
+        lines.append("  pbt        " + ", ".join(f"{k.removeprefix('pbt_')} {show_setting(v)}"
                                                  for k, v in population["pbt"].items() if v != []))
     evaluated = any(member["eval_return"] is not None for member in population["members"])
     header = ["member", *population["keys"], "state", "parent", "latest", "best", *(["eval"] if evaluated else [])]
     rows = []
     for member in population["members"]:
         best = " *" if member["member"] == population["best_member"] else ""
-        rows.append([f"{member['member']}{best}", *(_value(member["values"].get(k, "—")) for k in population["keys"]),
+        rows.append([f"{member['member']}{best}",
+                     *(show_setting(member["values"].get(k, "—")) for k in population["keys"]),
                      member["state"], "—" if member["parent"] is None else str(member["parent"]),
                      _return(member["latest_return"]), _return(member["best_return"]),
                      *([_return(member["eval_return"])] if evaluated else [])])
@@ -204,15 +214,16 @@ def _return(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "—"
 
 
-def _value(value: Any) -> str:
+def show_setting(value: Any) -> str:
+    """A configuration value as the reports show it: true/false, floats short."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
+        return "[" + ", ".join(show_setting(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} = {_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k} = {show_setting(v)}" for k, v in value.items()) + "}"
     return str(value)
 
 

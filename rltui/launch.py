@@ -29,14 +29,23 @@ from rltui.resume import (
 from rltui.ui import can_show_dashboard
 
 
-def _config_and_resume(args) -> tuple[RunConfig, VerifiedCheckpoint | None]:
+def _config_and_resume(args) -> tuple[RunConfig, VerifiedCheckpoint | None, dict | None]:
+    """The run's config, the checkpoint it resumes if any, and what presets.toml set for it
+    (`presets.applied`; a resumed run keeps its checkpoint's record)."""
     file_values = load_toml(args.config) if args.config else {}
     overrides = parse_overrides(args.overrides)
     if not args.resume:
         config = build_config(file_values, overrides, use_preset=not args.no_preset)
+        preset = None
+        if not args.no_preset:
+            from rltui import presets
+
+            preset = presets.applied(config.algo, config.env, {**file_values, **overrides})
+            if preset is not None:
+                _say_preset(preset)
         if "total_timesteps" in {**file_values, **overrides}:
             _say_total_rounding(config)
-        return config, None
+        return config, None, preset
     path, data, metadata = load_verified_checkpoint(Path(args.resume), "--resume")
     config = resume_config(metadata.get("config", {}), metadata.get("hparams", {}), {**file_values, **overrides})
     done = int(metadata.get("update", 0))
@@ -52,7 +61,18 @@ def _config_and_resume(args) -> tuple[RunConfig, VerifiedCheckpoint | None]:
         )
     if "total_timesteps" in {**file_values, **overrides}:
         _say_total_rounding(config)
-    return config, VerifiedCheckpoint(path, data, metadata)
+    preset = metadata.get("preset") if isinstance(metadata.get("preset"), dict) else None
+    return config, VerifiedCheckpoint(path, data, metadata), preset
+
+
+def _say_preset(preset: dict) -> None:
+    """One line naming the settings presets.toml gave a new run (only those that differ from
+    the defaults), and how to train without them."""
+    from rltui.inspect_checkpoint import show_setting
+    from rltui.presets import describe
+
+    values = ", ".join(f"{key} {show_setting(value)}" for key, value in preset["settings"].items())
+    print(f"rltui: {describe(preset)}: {values} (--no-preset to train without)", file=sys.stderr)
 
 
 def _say_total_rounding(config: RunConfig) -> None:
@@ -89,7 +109,7 @@ def launch(args, spec=None) -> int:
     try:
         if writer and (presumed := _presumed_run_dir(args)) is not None:
             check_not_in_use(presumed)  # a directory in use is refused at once, before any import of JAX
-        config, resume = _config_and_resume(args)
+        config, resume, preset = _config_and_resume(args)
         from rltui.loggers import check_loggers
 
         check_loggers(config.loggers)  # a logger whose library is missing: refused before anything starts
@@ -175,7 +195,8 @@ def launch(args, spec=None) -> int:
         return _error(str(err))
     changes = resume_changes(config, resume.metadata) if resume is not None else None
     hparams = changes.hparams_before if changes is not None else None
-    session, recorder = build_session(config, devices, run_dir, resume.data if resume else None, spec, hparams)
+    session, recorder = build_session(config, devices, run_dir, resume.data if resume else None, spec, hparams,
+                                      preset=preset)
     if branched is not None:
         recorder.on_event(branched)
     if changes is not None:
@@ -241,9 +262,10 @@ def start_control_server(session, run_dir: Path, config: RunConfig):
 
 
 def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume_data: bytes | None, spec=None,
-                  hparams=None):
+                  hparams=None, preset: dict | None = None):
     """`run_dir` None: a peer process of a multi-process run, which records nothing.
-    `hparams`: the live hyperparameters to start from, if not the config's."""
+    `hparams`: the live hyperparameters to start from, if not the config's. `preset`: what
+    presets.toml set for the run (`presets.applied`), kept in its checkpoints for `rltui info`."""
     from rltui.session import TrainingSession
     from rltui.session.backend import JaxBackend
     from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore
@@ -266,7 +288,7 @@ def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume
             every_minutes=config.checkpoint_minutes,
             keep=config.keep_checkpoints,
         ),
-        run_metadata={"config": config.to_toml_dict()},
+        run_metadata={"config": config.to_toml_dict(), **({"preset": preset} if preset else {})},
         resume=resume_data,
         sync=ProcessSync(spec.process_id) if spec else None,
         evaluation=evaluation,

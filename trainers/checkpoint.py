@@ -197,6 +197,7 @@ METADATA_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "versions": (lambda v: isinstance(v, dict), "a table"),
     "device_kind": (lambda v: isinstance(v, str), "text"),
     "device_count": (_is_count, "an integer >= 0"),
+    "preset": (lambda v: isinstance(v, dict) and isinstance(v.get("settings"), dict), "a table with settings"),
 }
 
 

@@ -1,6 +1,6 @@
 """Draw the dashboard's chart screenshots for docs/dashboard.md against the fake session of
-tests/fakes.py: python docs/images/make_screenshots.py OUT_PREFIX (run from the repository
-root; with the code of an older commit on PYTHONPATH, its "before" pictures)."""
+tests/fakes.py: python docs/images/make_screenshots.py OUT_DIR (run from the repository
+root; docs/images for the pictures the page shows)."""
 
 from __future__ import annotations
 
@@ -43,12 +43,13 @@ async def shoot(name: str, config: RunConfig, feed, keys: tuple[str, ...] = ()) 
         app.save_screenshot(name)
 
 
-def main(prefix: str) -> None:
-    # A dip at update 3, then 20k updates: does the chart still show it?
-    asyncio.run(shoot(f"{prefix}-history.svg", RunConfig(),
+def main(out_dir: str) -> None:
+    out = Path(out_dir)
+    # A dip at update 3, then 20k updates: the chart and the panel's min still show it.
+    asyncio.run(shoot(str(out / "history.svg"), RunConfig(),
                       lambda fake: fake.advance(20_000, {3: {"episode_return": -487.0}})))
-    asyncio.run(shoot(f"{prefix}-seeds-band.svg", RunConfig(num_seeds=3), lambda fake: seeds_chunk(fake, 100)))
-    asyncio.run(shoot(f"{prefix}-seeds-each.svg", RunConfig(num_seeds=3), lambda fake: seeds_chunk(fake, 100),
+    asyncio.run(shoot(str(out / "seeds-band.svg"), RunConfig(num_seeds=3), lambda fake: seeds_chunk(fake, 100)))
+    asyncio.run(shoot(str(out / "seeds-each.svg"), RunConfig(num_seeds=3), lambda fake: seeds_chunk(fake, 100),
                       keys=("b",)))
 
 

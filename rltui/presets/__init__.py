@@ -106,6 +106,32 @@ def has_preset(algo: str, env: str) -> bool:
     return env != FAMILIES and env in _load().get(algo, {})
 
 
+def applied(algo: str, env: str, given: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What presets.toml changed for a new run on `env`: the keys of its family and preset that
+    `given` (the config file and --set together) neither sets nor sweeps and that differ from
+    `algo`'s defaults, as {"env", "preset": env or None, "family": name or None, "settings"}
+    (TOML values, as the run's metadata keeps them); None where it changed nothing."""
+    from rltui.config import ALGO_DEFAULTS, KEYS, coerce_value
+
+    defaults = {key: spec.default for key, spec in KEYS.items()} | ALGO_DEFAULTS.get(algo, {})
+    swept = given.get("sweep") if isinstance(given.get("sweep"), Mapping) else {}
+    changed = {key: value for key, value in settings(algo, env).items() if key not in given and key not in swept
+               and coerce_value(key, value) != coerce_value(key, defaults[key])}
+    if not changed:
+        return None
+    return {"env": env, "preset": env if preset(algo, env) else None, "family": family_of(env) if family(algo, env)
+            else None, "settings": changed}
+
+
+def describe(record: Mapping[str, Any]) -> str:
+    """Where a run's settings came from, as launch and `rltui info` say it: "Breakout-MinAtar
+    preset (on the minatar family)", "minatar family settings for Asterix-MinAtar"."""
+    if record.get("preset"):
+        on = f" (on the {record['family']} family)" if record.get("family") else ""
+        return f"{record['preset']} preset{on}"
+    return f"{record.get('family')} family settings for {record.get('env')}"
+
+
 def presets(algo: str) -> dict[str, Mapping[str, Any]]:
     """Every env's own preset for `algo`."""
     return {env: preset(algo, env) for env in _load().get(algo, {}) if env != FAMILIES}

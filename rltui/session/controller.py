@@ -226,8 +226,9 @@ class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, Population
             self._prepare_evaluation()
             self._event("compiled", f"compiled in {seconds:.1f} s", seconds=seconds)
             if self.population is not None and self.start_update == 0:
+                seeds = self.population.num_seeds
                 self._population_event("start", f"population of {self.population.num_members} members x "
-                                       f"{self.population.num_seeds} seeds")
+                                       f"{seeds} seed{'s' if seeds != 1 else ''}")
             self._last_save = (self._updates_done, self._clock())
             self._set_state(SessionState.RUNNING)
             self._loop()

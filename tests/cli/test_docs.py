@@ -115,6 +115,38 @@ def test_command_line_page_lists_every_command():
     assert [c for c in commands if f"rltui {c}" not in page] == []
 
 
+
+def test_command_line_synopsis_lists_every_option_of_every_command():
+    from rltui.cli import build_parser
+
+    block = read(DOCS / "command-line.md").split("```")[1]
+    synopsis: dict[str, str] = {}
+    command = None
+    for line in block.splitlines():  # a command's line, and the indented lines that go on with it
+        if (match := re.match(r"rltui ([a-z-]+)", line)) is not None:
+            command = match.group(1)
+            synopsis[command] = synopsis.get(command, "") + line
+        elif line.startswith(" ") and command is not None:
+            synopsis[command] += line
+    commands = next(a for a in build_parser()._actions if a.dest == "command").choices
+    def absent(option: str, command: str) -> bool:
+        return option != "--help" and not re.search(re.escape(option) + r"(?![\w-])", synopsis.get(command, ""))
+
+    missing = {name: options for name, parser in commands.items()
+               if (options := [o for a in parser._actions for o in a.option_strings
+                               if o.startswith("--") and absent(o, name)])}
+    assert missing == {}
+
+
+def test_every_option_with_choices_and_a_default_says_its_default_in_help():
+    from rltui.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if a.dest == "command").choices
+    silent = [f"{name} {a.option_strings[0]}" for name, parser in commands.items() for a in parser._actions
+              if a.choices and a.default is not None and "default" not in (a.help or "")]
+    assert silent == []
+
+
 def test_architecture_page_names_every_module():
     """Each module and package of `trainers/` and `rltui/` has a row in the architecture
     page's tables, so a newcomer finds where a job lives."""
@@ -132,3 +164,39 @@ def test_architecture_page_names_every_module():
             if name not in named and f"{package}/{name}" not in named:
                 missing.append(f"{package}/{name}")
     assert missing == []
+
+
+def test_sweep_examples_are_quoted_for_the_shell():
+    """`--sweep lr=loguniform(1e-4,1e-2)` unquoted is a syntax error in bash (and a list one in
+    zsh): every example in the pages, the README and `rltui launch --help` is quoted."""
+    from rltui.cli import build_parser
+
+    launch = next(a for a in build_parser()._actions if a.dest == "command").choices["launch"]
+    texts = {path.name: read(path) for path in [ROOT / "README.md", *DOCS.glob("*.md")]}
+    texts["rltui launch --help"] = launch.format_help()
+    unquoted = {name: found for name, text in texts.items()
+                if (found := re.findall(r"--sweep\s+[^\s\"'][^\s`]*[(\[]\S*", text))}
+    assert unquoted == {}
+
+
+def test_an_unset_default_reads_unset_as_toml_has_no_none():
+    from rltui.cli import _keys_epilog
+
+    epilog = _keys_epilog()
+    assert "None" not in epilog
+    (line,) = [line for line in epilog.splitlines() if line.strip().startswith("stop_at_eval_return ")]
+    assert line.endswith("unset = never (default: unset)")
+    (row,) = [row for row in read(DOCS / "configuration.md").splitlines() if row.startswith("| `stop_at_eval_return`")]
+    assert "| unset |" in row and "None" not in row and "(the default)" not in row
+
+
+def test_every_picture_is_shown_by_a_page():
+    # A picture no page links to is left over (the before/after pictures of a change, say).
+    linked = {(source.parent / target).resolve() for source in [ROOT / "README.md", *DOCS.glob("*.md")]
+              for target in re.findall(r"\]\(([^)\s#]+\.(?:svg|png|gif))\)", read(source))}
+    pictures = [p for p in [*DOCS.glob("*.*"), *(DOCS / "images").glob("*.*")] if p.suffix in (".svg", ".png", ".gif")]
+    assert sorted(str(p.relative_to(ROOT)) for p in pictures if p.resolve() not in linked) == []
+    # and each says what it shows, not how the code was before a change
+    captions = [alt for source in [ROOT / "README.md", *DOCS.glob("*.md")]
+                for alt in re.findall(r"!\[([^]]*)\]", read(source))]
+    assert [alt for alt in captions if re.match(r"(before|after)\b", alt, flags=re.IGNORECASE)] == []

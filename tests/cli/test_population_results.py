@@ -60,7 +60,7 @@ def make_population_run(path: Path, *, seeds: int = 1) -> Path:
                 for m, lr in enumerate(lrs)]
 
     changes = [
-        {"update": 0, "wall_time": 0.1, "message": "population of 3 members x 1 seeds", "action": "start",
+        {"update": 0, "wall_time": 0.1, "message": "population of 3 members x 1 seed", "action": "start",
          "members": None, "replacements": [], "table": table(SWEEP, [None] * 3)},
         {"update": 4, "wall_time": 1.0, "message": "member 0 <- member 2 (lr=0.0024)", "action": "pbt",
          "members": None, "replacements": [{"target": 0, "source": 2, "values": {"lr": 0.0024},
@@ -196,7 +196,7 @@ def test_info_shows_each_members_values_state_parent_and_returns(population_run)
     result = rltui(["info", run], work, cache=work / "cache", timeout=120)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
     out = result.stdout
-    assert "population   2 members x 1 seeds" in out
+    assert "population   2 members x 1 seed" in out.splitlines()
     assert "  sweep      lr [0.001, 0.003]" in out
     assert "every_updates 4, fraction 0.5" in out
     assert re.search(r"^  lr +per member, below$", out, re.M)  # the base lr would mislead
@@ -245,3 +245,12 @@ def test_info_of_a_single_run_has_no_population(tmp_path):
     from rltui.inspect_checkpoint import population_record
 
     assert population_record(None, {}, set()) is None
+
+
+def test_info_counts_a_populations_seeds_in_words():
+    from rltui.inspect_checkpoint import population_record, render_population
+
+    saved = {"members": [{"values": {"lr": 1e-3}}, {"values": {"lr": 1e-2}}], "swept": ["lr"], "num_seeds": 1}
+    assert render_population(population_record(saved, {}, {"lr"}))[0] == "population   2 members x 1 seed"
+    saved["num_seeds"] = 3
+    assert render_population(population_record(saved, {}, {"lr"}))[0] == "population   2 members x 3 seeds"

@@ -86,8 +86,61 @@ def test_envs_listing_says_whether_each_preset_reaches_its_reference():
     assert "(the mean reaches the reference -80)" in _preset_summary(True, on_average)
     assert "(short of the reference -130)" in _preset_summary(True, short)
     beyond_optimum = dataclasses.replace(short, optimum=-147.1)
-    assert ("(the best any policy reaches on these episodes is -147.1, below the reference -130)"
-            in _preset_summary(True, beyond_optimum))
+    assert _preset_summary(True, beyond_optimum).endswith(
+        "(short of the reference -130, which no policy reaches on these episodes: the best possible is -147.1)")
     assert "(short of the reference -130)" in _preset_summary(True, dataclasses.replace(short, optimum=-120.0))
     assert _preset_summary(True, None) == "preset (not measured here)"
     assert _preset_summary(False, None) == "-"
+
+
+def _launch_notice(monkeypatch, *argv):
+    """What `rltui launch ARGV` says on stderr before training, and the preset record it keeps."""
+    import rltui.launch
+    from rltui.cli import main
+
+    seen = {}
+
+    def fake_launch(args, spec=None):
+        seen["config"], _, seen["preset"] = rltui.launch._config_and_resume(args)
+        return 0
+
+    monkeypatch.setattr(rltui.launch, "launch", fake_launch)
+    assert main(["launch", "--no-ui", *argv]) == 0
+    return seen["preset"]
+
+
+def test_launch_says_in_one_line_what_the_preset_and_family_set(monkeypatch, capsys):
+    record = _launch_notice(monkeypatch, "--set", "env=Breakout-MinAtar")
+    assert capsys.readouterr().err == (
+        "rltui: Breakout-MinAtar preset (on the minatar family): num_envs 64, num_minibatches 8, lr 0.005, "
+        "activation relu, total_timesteps 10000000, ent_coef 0.03 (--no-preset to train without)\n")
+    assert record["preset"] == "Breakout-MinAtar" and record["family"] == "minatar"
+    # a key given on the command line or swept is not the preset's, and the family alone is named as such
+    _launch_notice(monkeypatch, "--set", "env=SpaceInvaders-MinAtar", "--set", "activation=tanh", "--set", "num_envs=8",
+                   "--sweep", "lr=[1e-3,3e-3]")
+    assert capsys.readouterr().err == (
+        "rltui: minatar family settings for SpaceInvaders-MinAtar: num_minibatches 8, total_timesteps 10000000 "
+        "(--no-preset to train without)\n")
+    # the defaults (CartPole), and --no-preset: nothing to say, nothing recorded
+    assert _launch_notice(monkeypatch) is None
+    assert _launch_notice(monkeypatch, "--set", "env=Breakout-MinAtar", "--no-preset") is None
+    assert capsys.readouterr().err == ""
+
+
+def test_info_names_the_preset_the_run_recorded(tmp_path):
+    from rltui.inspect_checkpoint import render_info
+    from rltui.session.checkpoints import checkpoint_metadata
+    from trainers.checkpoint import _parse_metadata
+
+    record = presets.applied("ppo", "Acrobot-v1", {"env": "Acrobot-v1"})
+    metadata = checkpoint_metadata(run={"config": {"env": "Acrobot-v1"}, "preset": record}, backend={}, hparams={},
+                                   update=3, env_steps=3, elapsed=1.0, edits=[], reason="final")
+    metadata = _parse_metadata(__import__("json").dumps(metadata))  # as a checkpoint file holds it
+    info = {"checkpoint": "c", "checksum": "ok", "parameters_finite": True, "elapsed_seconds": 1.0,
+            "hparams": {}, "config": {}, "edits": [], "versions": {}, "population": None,
+            **{k: metadata.get(k) for k in ("trainer", "update", "env_steps", "reason", "created", "device_kind",
+                                             "device_count", "preset")}}
+    assert "preset       Acrobot-v1 preset: num_envs 16, lr 0.001, ent_coef 0, total_timesteps 1000000" in (
+        render_info(info).splitlines())
+    assert "preset" not in checkpoint_metadata(run={"config": {}}, backend={}, hparams={}, update=0, env_steps=0,
+                                               elapsed=0.0, edits=[], reason="final")

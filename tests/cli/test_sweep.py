@@ -216,7 +216,7 @@ BAD_SWEEPS = [
                  "lower sweep_size or num_seeds", id="sample-too-large"),
     pytest.param(["--set", "pbt_every_updates=5"],
                  "pbt_every_updates: population-based training needs a population of at least 2 members, got 1; add "
-                 "a sweep (--sweep lr=loguniform(1e-4,1e-3) --sweep-size 8)", id="pbt-without-population"),
+                 "a sweep (--sweep \"lr=loguniform(1e-4,1e-3)\" --sweep-size 8)", id="pbt-without-population"),
     pytest.param(["--sweep", "lr=[1e-4,3e-4]", "--set", "pbt_every_updates=5", "--set", "pbt_metric=eval_return"],
                  "pbt_metric: eval_return needs evaluation; set eval_every_updates > 0", id="pbt-eval-without-eval"),
     pytest.param(["--sweep", "lr=[1e-4,3e-4]", "--set", "pbt_fraction=0.6"],

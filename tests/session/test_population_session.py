@@ -93,6 +93,13 @@ def test_freeze_edit_and_clone_reach_the_chosen_members_only(tmp_path):
     assert all(r["members"]["policy_loss"][1] is None for r in records)
     actions = [line["action"] for line in read_jsonl(tmp_path / "population.jsonl")]
     assert actions == ["start", "freeze", "edit", "clone"]
+    assert read_jsonl(tmp_path / "population.jsonl")[0]["message"] == "population of 3 members x 1 seed"
+    # the edit is in events.jsonl twice (hparams, and the population's record); the dashboard's log shows one
+    from rltui.ui.widgets.events import repeats_an_edit
+
+    edits = [e for e in events.events if "ent_coef" in e.message]
+    assert [e.kind for e in edits] == ["hparams", "population"]
+    assert [e.message for e in edits if not repeats_an_edit(e)] == ["set ent_coef -> 0.05 for member 2"]
 
 
 def test_pbt_replaces_the_worst_with_perturbed_clones_and_records_the_lineage(tmp_path):

@@ -30,7 +30,7 @@ def member_returns(index: int, update: int) -> float:
     return min(500.0, 9.0 + speed * update + 2.0 * math.sin(update + index))
 
 
-def population_view(update: int, *, states=None, parents=None, evals=None, values=None) -> PopulationView:
+def population_view(update: int, *, states=None, parents=None, evals=None, values=None, seeds=2) -> PopulationView:
     states = states or {}
     parents = parents or {}
     members = []
@@ -46,7 +46,7 @@ def population_view(update: int, *, states=None, parents=None, evals=None, value
             trend=trend,
             parent=parents.get(m),
         ))
-    return PopulationView(keys=("lr",), num_seeds=2, members=tuple(members))
+    return PopulationView(keys=("lr",), num_seeds=seeds, members=tuple(members))
 
 
 class PopulationFake(FakeSession):
@@ -314,3 +314,61 @@ async def test_pbt_and_clone_steps_are_marked_on_the_chart(tmp_path):
         await pilot.pause()
         assert chart.edit_steps[len(before):] == [40 * RunConfig(sweep=SWEEP).steps_per_update]  # the freeze is not
 
+
+
+def dialog_text(app) -> str:
+    """The words the open dialog shows on screen, line after line, clipped as the terminal
+    draws them (a line cut at the dialog's edge loses its end here too)."""
+    import re
+
+    region = app.screen.query_one("#clone-dialog").content_region
+    rows = app.screen._compositor.render_strips()[region.y:region.bottom]
+    return re.sub(r"\s+", " ", " ".join(row.text[region.x:region.right] for row in rows)).strip()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+@pytest.mark.parametrize("selected", [(1,), ()])
+async def test_the_clone_dialog_wraps_its_text_whole(tmp_path, size, selected):
+    fake = PopulationFake()
+    app = make_app(tmp_path, fake)
+    async with app.run_test(size=size) as pilot:
+        board = await started(app, pilot, fake)
+        for member in selected:
+            await cursor_to(pilot, board, member)
+            await pilot.press("space")
+        await cursor_to(pilot, board, 4)
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, CloneDialog))
+        await pilot.pause()
+        into = "1" if selected else "the members typed below"
+        shown = dialog_text(app)
+        assert f"Member 4's parameters and optimizer state go into {into}, at the next chunk boundary." in shown
+        assert "factor: lr are multiplied by it (1.0 = an exact copy)" in shown
+        assert "Tab next field · Enter clone · Esc cancel" in shown
+
+
+async def test_a_member_edit_is_one_line_in_the_events_log(tmp_path):
+    fake = PopulationFake()
+    app = make_app(tmp_path, fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(app, pilot, fake)
+        # as the session reports an edit of members: an hparams event, then the population's
+        # record of it with the table after it (for population.jsonl)
+        text = "set lr -> 0.0005 for members 2, 3"
+        fake.on_thread(fake.event, "hparams", text, changes={"lr": 5e-4}, members=[2, 3])
+        fake.on_thread(fake.event, "population", text, action="edit", members=[2, 3], replacements=[], table=[])
+        fake.on_thread(fake.event, "population", "froze member 4", action="freeze", members=[4], table=[])
+        log = app.dashboard.events_log
+        await until(pilot, lambda: "froze member 4" in log.text)
+        assert [line.split("] ", 1)[1] for line in log.text.splitlines() if "lr -> 0.0005" in line] == [
+            "hparams   set lr -> 0.0005 for members 2, 3"]
+
+
+@pytest.mark.parametrize("seeds,title", [(1, "6 members × 1 seed, by latest"), (2, "6 members × 2 seeds, by latest")])
+async def test_the_leaderboard_title_counts_seeds_in_words(tmp_path, seeds, title):
+    fake = PopulationFake()
+    fake.view_options = {"seeds": seeds}
+    app = make_app(tmp_path, fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        board = await started(app, pilot, fake)
+        assert str(board.border_title) == f"leaderboard: {title} (s)"

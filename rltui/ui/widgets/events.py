@@ -32,6 +32,13 @@ def without_kind(kind: str, message: str) -> str:
     return message
 
 
+def repeats_an_edit(event: SessionEvent) -> bool:
+    """A population's record of a member edit: the session reports each edit twice, as the
+    "hparams" event every edit has (the chart's marks, exports) and as a "population" event
+    with the member table after it (population.jsonl's lineage). The log shows the first."""
+    return event.kind == "population" and event.data.get("action") == "edit"
+
+
 def format_event(event: SessionEvent) -> Content:
     return Content.assemble(
         (f"[{event.update:>5}] ", "dim"),
@@ -57,6 +64,8 @@ class EventsLog(VerticalScroll):
         self.border_title = "events"
 
     def add(self, event: SessionEvent) -> None:
+        if repeats_an_edit(event):
+            return
         follow = self.is_vertical_scroll_end or not self.lines
         self.events.append(event)
         self.lines.append(format_event(event))

@@ -218,7 +218,8 @@ class Leaderboard(DataTable):
         if self.view is None:
             self.border_title = "leaderboard"
         else:
-            self.border_title = (f"leaderboard: {len(self.view.members)} members × {self.view.num_seeds} seeds, "
+            self.border_title = (f"leaderboard: {len(self.view.members)} members × {self.view.num_seeds} "
+                                 f"seed{'s' if self.view.num_seeds != 1 else ''}, "
                                  f"by {self.sort_key} (s)")
         self.border_subtitle = f"{len(self.selected)} selected (space, Esc)" if self.selected else ""
 
