@@ -27,6 +27,7 @@ from rltui.session import (
     TrainingSession,
 )
 from rltui.session.checkpoints import CheckpointStore, checkpoint_update
+from rltui.session.events import repeats_an_edit
 from rltui.session.recorder import record_abort
 from rltui.ui.format import fmt_duration
 from trainers.metrics_spec import METRIC_SPECS
@@ -249,6 +250,8 @@ class ProgressListener(SessionListener):
             )
 
     def on_event(self, event: SessionEvent) -> None:
+        if repeats_an_edit(event):
+            return
         if event.kind in ("compiled", "hparams", "paused", "resumed", "stopping", "warning", "error", "nonfinite",
                           "checkpoint", "rolled back", "population"):
             style = {"error": "bold red", "nonfinite": "bold red", "warning": "yellow"}.get(event.kind, "dim")

@@ -44,3 +44,10 @@ class SessionEvent:
             "message": self.message,
             **({"data": dict(self.data)} if self.data else {}),
         }
+
+
+def repeats_an_edit(event: SessionEvent) -> bool:
+    """A population's record of a member edit: the session reports each edit twice, as the
+    "hparams" event every edit has (the chart's marks, exports) and as a "population" event
+    with the member table after it (population.jsonl's lineage). Logs for people show the first."""
+    return event.kind == "population" and event.data.get("action") == "edit"

@@ -165,3 +165,15 @@ def test_a_run_that_evaluates_shows_its_latest_evaluation_return():
     listener.on_metrics(snapshot(3, 1000.0))  # the latest evaluation stays shown between evaluations
     lines = output.getvalue().splitlines()
     assert "return 20.0 · eval 240.0" in lines[-2] and "return 20.0 · eval 240.0" in lines[-1]
+
+
+def test_a_member_edit_is_one_line_not_two():
+    from rltui.session import SessionEvent
+
+    listener, out = bar(terminal=False)
+    edit = {"changes": {"lr": 5e-4}, "members": [1]}
+    listener.on_event(SessionEvent("hparams", 7, "set lr -> 0.0005 for member 1", 0.1, edit))
+    listener.on_event(SessionEvent("population", 7, "set lr -> 0.0005 for member 1", 0.1, {"action": "edit"}))
+    listener.on_event(SessionEvent("population", 9, "froze member 2", 0.2, {"action": "freeze"}))
+    lines = out.getvalue().splitlines()
+    assert lines == ["[update 7] set lr -> 0.0005 for member 1", "[update 9] froze member 2"]

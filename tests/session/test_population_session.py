@@ -95,7 +95,7 @@ def test_freeze_edit_and_clone_reach_the_chosen_members_only(tmp_path):
     assert actions == ["start", "freeze", "edit", "clone"]
     assert read_jsonl(tmp_path / "population.jsonl")[0]["message"] == "population of 3 members x 1 seed"
     # the edit is in events.jsonl twice (hparams, and the population's record); the dashboard's log shows one
-    from rltui.ui.widgets.events import repeats_an_edit
+    from rltui.session.events import repeats_an_edit
 
     edits = [e for e in events.events if "ent_coef" in e.message]
     assert [e.kind for e in edits] == ["hparams", "population"]

@@ -9,6 +9,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from rltui.session import SessionEvent
+from rltui.session.events import repeats_an_edit
 
 # Content styles by event kind; theme variables, so a theme change recolours the log.
 _KIND_STYLES = {
@@ -30,13 +31,6 @@ def without_kind(kind: str, message: str) -> str:
     if message.lower().startswith(kind.lower() + " "):
         return message[len(kind) + 1 :]
     return message
-
-
-def repeats_an_edit(event: SessionEvent) -> bool:
-    """A population's record of a member edit: the session reports each edit twice, as the
-    "hparams" event every edit has (the chart's marks, exports) and as a "population" event
-    with the member table after it (population.jsonl's lineage). The log shows the first."""
-    return event.kind == "population" and event.data.get("action") == "edit"
 
 
 def format_event(event: SessionEvent) -> Content:
