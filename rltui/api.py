@@ -54,16 +54,8 @@ def make_config(env: Any = None, *, preset: bool = True, **keys: Any) -> RunConf
     """A `RunConfig` from configuration keys, with `env` an env id, an import path, or an
     env object (or `(env, params)` pair) that then trains under an id of its own
     (`object:ClassName`). Presets apply to the built-in envs only."""
-    if env is not None and not isinstance(env, str):
-        _check_env_object(env)
-        from trainers.env_import import EnvImportError, register_env
-
-        try:
-            env = register_env(env)
-        except EnvImportError as err:
-            raise ApiError(str(err)) from None
     if env is not None:
-        keys["env"] = env
+        keys["env"] = _env_id(env)
     from rltui.loggers import check_loggers
 
     try:
@@ -72,6 +64,19 @@ def make_config(env: Any = None, *, preset: bool = True, **keys: Any) -> RunConf
     except ConfigError as err:
         raise ApiError(str(err)) from None
     return config
+
+
+def _env_id(env: Any) -> str:
+    """`env` as an env id: a string as it is; an env object registered, under an id of its own."""
+    if isinstance(env, str):
+        return env
+    _check_env_object(env)
+    from trainers.env_import import EnvImportError, register_env
+
+    try:
+        return register_env(env)
+    except EnvImportError as err:
+        raise ApiError(str(err)) from None
 
 
 def _check_env_object(env: Any) -> None:
@@ -97,11 +102,54 @@ def _with_keys(config: RunConfig, env: Any, keys: dict[str, Any]) -> RunConfig:
 
 
 def _api_words(message: str) -> str:
-    """A message from the run-directory checks, naming the keyword rather than the flag."""
-    for flag, keyword in (("--run-dir: ", "run_dir: "), ("--name: ", "name: ")):
+    """A message from the run-directory and resume checks, naming the keyword rather than the flag."""
+    for flag, keyword in (("--run-dir: ", "run_dir: "), ("--name: ", "name: "), ("--resume: ", "resume: ")):
         if message.startswith(flag):
-            return keyword + message[len(flag):]
-    return message
+            message = keyword + message[len(flag):]
+    return message.replace("with --run-dir DIR", "with run_dir=DIR").replace("e.g. --set ", "e.g. ")
+
+
+def _resume_plan(resume: str | Path, env: Any, config: RunConfig | None, run_dir, name, keys: dict[str, Any]):
+    """For `train(resume=...)`, as `rltui launch --resume` does: the verified checkpoint (its
+    recorded env replaced by `env` for a run on an env object), where the run goes on, and
+    its config, `keys` over the checkpoint's as `--set` goes. ApiError, nothing written."""
+    import types
+
+    from rltui.errors import LaunchError
+    from rltui.resume import load_verified_checkpoint, resume_target, resumed_config
+    from rltui.rundir import check_not_in_use
+    from trainers.env_import import is_object_id
+
+    if config is not None:
+        raise ApiError("config: not with resume (the checkpoint holds the run's config; give keys to change it)")
+    if name is not None:
+        raise ApiError("name: not with resume (a resume goes on in the checkpoint's run directory, or in run_dir)")
+    try:
+        checkpoint = load_verified_checkpoint(Path(resume), "--resume")
+        target = resume_target(types.SimpleNamespace(run_dir=run_dir), checkpoint.path)
+        if not target.new:
+            check_not_in_use(target.run_dir)
+        recorded = dict(checkpoint.metadata.get("config", {}))
+        was = str(recorded.get("env", ""))
+        if is_object_id(was):
+            # Only the process that had the object could build it: this one's env stands in,
+            # under the id this process gives it (`object:Bandit#2` when another came first).
+            if env is None:
+                raise ApiError(f"env: {resume} trained on an env object ({was}), which only the process "
+                               f"that had it can build; hand it over again: rltui.train(env=<your env>, resume=...)")
+            recorded["env"] = _env_id(env)
+            if "env_kwargs" in keys:
+                recorded["env_kwargs"] = keys.pop("env_kwargs")
+            checkpoint = checkpoint._replace(metadata={**checkpoint.metadata, "config": recorded})
+        elif env is not None:
+            keys["env"] = _env_id(env)  # the same env, or refused: it cannot change on a resume
+        from rltui.loggers import check_loggers
+
+        config = resumed_config(checkpoint, keys)
+        check_loggers(config.loggers)
+    except (ConfigError, LaunchError) as err:
+        raise ApiError(_api_words(str(err))) from None
+    return config, checkpoint, target
 
 
 def train(
@@ -110,6 +158,7 @@ def train(
     config: RunConfig | None = None,
     run_dir: str | Path | None = None,
     name: str | None = None,
+    resume: str | Path | None = None,
     ui: bool = False,
     progress: bool = True,
     **keys: Any,
@@ -118,9 +167,16 @@ def train(
     `env` and keys, if given, over it) say what to train; `run_dir`/`name` where the run's
     files go (default runs/<name>). `ui`: open the dashboard on the run instead of training
     headless; without a terminal (a notebook, redirected output) a warning says so and the
-    run trains headless. `progress`: headless, show the progress bar on stderr. ApiError for
-    bad input, raised before anything is written."""
-    config = make_config(env, **keys) if config is None else _with_keys(config, env, keys)
+    run trains headless. `progress`: headless, show the progress bar on stderr. `resume`: a
+    run directory (its latest checkpoint) or a checkpoint file to go on from, as `rltui
+    launch --resume` does, keys over its config as `--set` goes; `env` may be left out unless
+    the run trained on an env object, which must be handed over again. ApiError for bad
+    input, raised before anything is written."""
+    checkpoint = target = None
+    if resume is not None:
+        config, checkpoint, target = _resume_plan(resume, env, config, run_dir, name, keys)
+    else:
+        config = make_config(env, **keys) if config is None else _with_keys(config, env, keys)
     if ui:
         from rltui.ui import can_show_dashboard
 
@@ -147,14 +203,26 @@ def train(
         raise ApiError(str(err)) from None
 
     from rltui.launch import build_session, start_control_server
+    from rltui.resume import apply_resume, prepare_resume
     from rltui.rundir import prepare_run_dir
 
+    prepared = None
     try:
-        directory = prepare_run_dir(config, str(run_dir) if run_dir is not None else None, name=name)
-    except (ConfigError, OSError) as err:
+        if checkpoint is not None:
+            prepared = prepare_resume(config, checkpoint, target)
+            directory = prepared.run_dir
+        else:
+            directory = prepare_run_dir(config, str(run_dir) if run_dir is not None else None, name=name)
+    except (ConfigError, UsageError, OSError) as err:
         raise ApiError(_api_words(str(err))) from None
-    session, recorder = build_session(config, devices, directory, None)
+    hparams = prepared.changes.hparams_before if prepared is not None else None
+    session, recorder = build_session(config, devices, directory, checkpoint.data if checkpoint else None, None,
+                                      hparams)
+    if prepared is not None:
+        apply_resume(session, recorder, prepared, checkpoint.metadata)
     records = _Records()
+    if prepared is not None:
+        records.load(directory / "metrics.jsonl")  # the run's updates before the checkpoint
     session.add_listener(records)
     server = start_control_server(session, directory, config)
     try:
@@ -190,6 +258,21 @@ class _Records(SessionListener):
         self.rows: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
         self.latest_return: float | None = None
+
+    def load(self, path: Path) -> None:
+        import json
+
+        try:
+            with open(path, encoding="utf-8") as lines:
+                for line in lines:
+                    try:
+                        row = json.loads(line)
+                    except ValueError:
+                        continue  # a line cut short by a crash
+                    if isinstance(row, dict) and "update" in row:
+                        self.rows.append(row)
+        except OSError:
+            pass  # no history: the metrics start at the checkpoint, as the curves do
 
     def on_metrics(self, snapshot) -> None:
         for record in snapshot.new_records:

@@ -158,17 +158,23 @@ def _latest_checkpoint_text(run_dir: Path | str) -> str:
     return f"the latest checkpoint is from update {checkpoint_update(latest):,}"
 
 
-def continue_line(run_dir: Path | str, env_steps: int, reached_total: bool, env: str = "") -> str | None:
-    """How to train on from where a run ended: a finished run needs a larger total. None for
-    a run on an env object handed to the Python API (`env` an `object:` id): no other
-    process can build that env, so `--resume` could not go on from it."""
+def continue_line(run_dir: Path | str, env_steps: int, reached_total: bool, env: str = "") -> str:
+    """How to train on from where a run ended: a finished run needs a larger total. A run on
+    an env object handed to the Python API (`env` an `object:` id) goes on from Python, the
+    env handed over again: no other process can build it, so `--resume` could not."""
+    import json
+
     from trainers.env_import import is_object_id
 
+    larger = 2 * max(env_steps, 1)
     if is_object_id(env):
-        return None
+        resume = f"rltui.train(env=<your env>, resume={json.dumps(str(run_dir), ensure_ascii=False)}"
+        if reached_total:
+            return f"To train on: {resume}, total_timesteps={larger})"
+        return f"To go on: {resume})"
     resume = f"rltui launch --resume {shlex.quote(str(run_dir))}"
     if reached_total:
-        return f"To train on: {resume} --set total_timesteps={2 * max(env_steps, 1)}"
+        return f"To train on: {resume} --set total_timesteps={larger}"
     return f"To go on: {resume}"
 
 
@@ -358,8 +364,7 @@ def run_headless(
         if run_dir and code in (ExitCode.OK, ExitCode.DIVERGED) and session.updates_done > session.start_update:
             reached = session.updates_done >= session.total_updates
             go_on = continue_line(run_dir, session.env_steps, reached, session.backend.static.env_id)
-            if go_on is not None:
-                console.print(Text(go_on, style="dim"))
+            console.print(Text(go_on, style="dim"))
         return code
 
     failure = session.checkpoint_failure

@@ -12,19 +12,16 @@ from rltui.config import (
     RunConfig,
     build_config,
     check_devices,
-    resume_config,
 )
 from rltui.config_toml import load_toml, parse_overrides
 from rltui.errors import LaunchError, UsageError, report
 from rltui.resume import (
-    AfterResumed,
     VerifiedCheckpoint,
-    branch,
-    check_checkpoint_fits,
-    keep_original_config,
+    apply_resume,
     load_verified_checkpoint,
-    resume_changes,
+    prepare_resume,
     resume_target,
+    resumed_config,
 )
 from rltui.ui import can_show_dashboard
 
@@ -46,23 +43,13 @@ def _config_and_resume(args) -> tuple[RunConfig, VerifiedCheckpoint | None, dict
         if "total_timesteps" in {**file_values, **overrides}:
             _say_total_rounding(config)
         return config, None, preset
-    path, data, metadata = load_verified_checkpoint(Path(args.resume), "--resume")
-    config = resume_config(metadata.get("config", {}), metadata.get("hparams", {}), {**file_values, **overrides})
-    done = int(metadata.get("update", 0))
-    if config.total_updates <= done:
-        rounded = (
-            "" if config.total_timesteps == config.total_updates * config.steps_per_update
-            else f" (rounded down to whole updates of {config.steps_per_update:,} env steps: {config.total_updates:,})"
-        )
-        raise LaunchError(
-            f"total_timesteps: the checkpoint is at update {done:,} ({done * config.steps_per_update:,} env steps), "
-            f"which {config.total_timesteps:,}{rounded} does not go beyond; set a larger one to train on, "
-            f"e.g. --set total_timesteps={2 * done * config.steps_per_update}"
-        )
+    resume = load_verified_checkpoint(Path(args.resume), "--resume")
+    config = resumed_config(resume, {**file_values, **overrides})
     if "total_timesteps" in {**file_values, **overrides}:
         _say_total_rounding(config)
+    metadata = resume.metadata
     preset = metadata.get("preset") if isinstance(metadata.get("preset"), dict) else None
-    return config, VerifiedCheckpoint(path, data, metadata), preset
+    return config, resume, preset
 
 
 def _say_preset(preset: dict) -> None:
@@ -169,23 +156,13 @@ def launch(args, spec=None) -> int:
     if spec is not None and not spec.writer:
         return _run_peer(config, devices, spec)
 
-    from rltui.rundir import lock_run_dir, prepare_run_dir, write_config
+    from rltui.rundir import prepare_run_dir
 
-    branched = None
+    prepared = None
     try:
         if resume is not None:
-            check_checkpoint_fits(config, resume.data)
-            if target.new:
-                run_dir = prepare_run_dir(config, target.run_dir)  # as for a new run
-            else:
-                run_dir = target.run_dir
-                lock_run_dir(run_dir)  # before anything is written there
-                branched = branch(run_dir, resume)
-                keep_original_config(run_dir)
-                write_config(run_dir, config)
-            from rltui.session.recorder import truncate_metrics
-
-            truncate_metrics(run_dir, int(resume.metadata["update"]))
+            prepared = prepare_resume(config, resume, target)
+            run_dir = prepared.run_dir
         else:
             run_dir = prepare_run_dir(config, args.run_dir, name=args.name)
             if args.name and not args.run_dir and run_dir.name != args.name:
@@ -193,21 +170,11 @@ def launch(args, spec=None) -> int:
                       file=sys.stderr)
     except (ConfigError, LaunchError, OSError) as err:
         return _error(str(err))
-    changes = resume_changes(config, resume.metadata) if resume is not None else None
-    hparams = changes.hparams_before if changes is not None else None
+    hparams = prepared.changes.hparams_before if prepared is not None else None
     session, recorder = build_session(config, devices, run_dir, resume.data if resume else None, spec, hparams,
                                       preset=preset)
-    if branched is not None:
-        recorder.on_event(branched)
-    if changes is not None:
-        if changes.other:
-            session.add_listener(AfterResumed(recorder, changes.event(resume.metadata)))
-        if changes.live:
-            from rltui.session import SetHParams
-
-            # Applied before the first chunk, as an edit: logged as an hparams event and
-            # kept in the checkpoints' edit log, like a change made from the dashboard.
-            session.submit(SetHParams(changes.live))
+    if prepared is not None:
+        apply_resume(session, recorder, prepared, resume.metadata)
     server = start_control_server(session, run_dir, config)
     try:
         if headless:

@@ -1,6 +1,7 @@
-"""`rltui launch --resume`: the checkpoint read and verified, where the resumed run writes,
-whether the checkpoint fits the configured trainer, the new history that an older checkpoint
-starts, and what the resume changes against the checkpoint, recorded as events.
+"""`rltui launch --resume` and `rltui.train(resume=...)`: the checkpoint read and verified,
+where the resumed run writes, whether the checkpoint fits the configured trainer, the new
+history that an older checkpoint starts, and what the resume changes against the checkpoint,
+recorded as events (`prepare_resume` and `apply_resume`, which both callers share).
 
 Reading and verifying a checkpoint never imports the run's env module (`rltui info` and
 `rltui eval` read checkpoints through here). Only `check_checkpoint_fits` builds the
@@ -10,8 +11,9 @@ path and said so."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from rltui.config import ConfigError, RunConfig, resume_config
 from rltui.errors import LaunchError
@@ -77,6 +79,25 @@ def resume_target(args, checkpoint_path: Path) -> ResumeTarget:
     return ResumeTarget(own, new=False)
 
 
+def resumed_config(resume: VerifiedCheckpoint, overrides: Mapping[str, Any]) -> RunConfig:
+    """The config a resume of `resume` trains under (`resume_config`); LaunchError unless its
+    total goes beyond the checkpoint."""
+    metadata = resume.metadata
+    config = resume_config(metadata.get("config", {}), metadata.get("hparams", {}), overrides)
+    done = int(metadata.get("update", 0))
+    if config.total_updates <= done:
+        rounded = (
+            "" if config.total_timesteps == config.total_updates * config.steps_per_update
+            else f" (rounded down to whole updates of {config.steps_per_update:,} env steps: {config.total_updates:,})"
+        )
+        raise LaunchError(
+            f"total_timesteps: the checkpoint is at update {done:,} ({done * config.steps_per_update:,} env steps), "
+            f"which {config.total_timesteps:,}{rounded} does not go beyond; set a larger one to train on, "
+            f"e.g. --set total_timesteps={2 * done * config.steps_per_update}"
+        )
+    return config
+
+
 def check_checkpoint_fits(config: RunConfig, data: bytes) -> None:
     """LaunchError unless the checkpoint's arrays have exactly the shapes that `config`'s
     trainer holds, found from shapes alone (nothing is initialised or compiled), so that a
@@ -128,6 +149,50 @@ def branch(run_dir: Path, resume: VerifiedCheckpoint):
         "branched", update, message, _elapsed(resume.metadata),
         {"checkpoints": list(moved.updates), "moved_to": str(moved.folder), "metrics_moved_to": DISCARDED},
     )
+
+
+class PreparedResume(NamedTuple):
+    run_dir: Path  # where the resumed run writes, ready
+    branched: Any  # the "branched" event to record, or None
+    changes: ResumeChanges
+
+
+def prepare_resume(config: RunConfig, resume: VerifiedCheckpoint, target: ResumeTarget) -> PreparedResume:
+    """Ready the run directory for a resume under `config`, after the env's preflight: the
+    checkpoint must fit the trainer; the checkpoint's own run is locked, branched, keeps its
+    original config and gets the new one (another directory is made as for a new run); the
+    metrics after the checkpoint are cut. LaunchError, ConfigError or OSError, one line."""
+    from rltui.rundir import lock_run_dir, prepare_run_dir, write_config
+    from rltui.session.recorder import truncate_metrics
+
+    check_checkpoint_fits(config, resume.data)
+    branched = None
+    if target.new:
+        run_dir = prepare_run_dir(config, target.run_dir)  # as for a new run
+    else:
+        run_dir = target.run_dir
+        lock_run_dir(run_dir)  # before anything is written there
+        branched = branch(run_dir, resume)
+        keep_original_config(run_dir)
+        write_config(run_dir, config)
+    truncate_metrics(run_dir, int(resume.metadata["update"]))
+    return PreparedResume(run_dir, branched, resume_changes(config, resume.metadata))
+
+
+def apply_resume(session, recorder, prepared: PreparedResume, metadata: dict) -> None:
+    """What a resume records and changes on the session built from its checkpoint (with
+    `prepared.changes.hparams_before`), before it starts."""
+    if prepared.branched is not None:
+        recorder.on_event(prepared.branched)
+    changes = prepared.changes
+    if changes.other:
+        session.add_listener(AfterResumed(recorder, changes.event(metadata)))
+    if changes.live:
+        from rltui.session import SetHParams
+
+        # Applied before the first chunk, as an edit: logged as an hparams event and
+        # kept in the checkpoints' edit log, like a change made from the dashboard.
+        session.submit(SetHParams(changes.live))
 
 
 def keep_original_config(run_dir: Path) -> None:

@@ -89,7 +89,8 @@ def describe_call(ref: EnvRef) -> str:
 
 
 # Env objects the Python API was given, by the id it assigned them. Per process: a run
-# made this way can only be resumed by a script that hands the same env over again.
+# made this way can only be resumed by a script that hands the same env over again
+# (`rltui.train(env=..., resume=...)`, which records the id this process gives it).
 _OBJECTS: dict[str, EnvSource] = {}
 _LOCK = threading.Lock()
 
@@ -168,7 +169,8 @@ def load(env_id: str) -> EnvSource:
         except KeyError:
             raise EnvImportError(
                 f"env: {env_id} was an env object handed to rltui.train in another Python process, and only "
-                "that process can build it: a run on it cannot be resumed, evaluated or watched from elsewhere"
+                "that process can build it: a run on it cannot be evaluated or watched from elsewhere, and "
+                "resumes from Python only, given the env again: rltui.train(env=<your env>, resume=RUN_DIR)"
             ) from None
     from trainers import suites
 

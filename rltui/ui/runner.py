@@ -96,8 +96,7 @@ def _summary(state: SessionState, snapshot: MetricsSnapshot) -> str:
 
 def _go_on(state: SessionState, snapshot: MetricsSnapshot | None, failure, run_dir: Path, env: str) -> str | None:
     """How to train on from a run that ended, as `--no-ui` says it: only once it has ended
-    without an error or a failed final checkpoint, with a checkpoint to resume from, and on
-    an env that `--resume` can build."""
+    without an error or a failed final checkpoint, and with a checkpoint to resume from."""
     if state is not SessionState.FINISHED or failure is not None or snapshot is None:
         return None
     if CheckpointStore.for_run(run_dir).latest() is None:

@@ -129,7 +129,7 @@ def test_keys_given_with_a_config_go_over_it(tmp_path):
     assert result.config.env == config.env and result.config.num_envs == 8
 
 
-def test_a_diverged_run_says_so_and_offers_no_resume_that_cannot_work(tmp_path, capsys):
+def test_a_diverged_run_says_so_and_offers_only_a_resume_that_can_work(tmp_path, capsys):
 
     result = train_within(120, env=NanBandit(), **TINY, run_dir=tmp_path / "run")
     assert (result.state, result.updates) == ("diverged", 1)
@@ -138,6 +138,7 @@ def test_a_diverged_run_says_so_and_offers_no_resume_that_cannot_work(tmp_path, 
     err = capsys.readouterr().err
     assert "Training diverged (non-finite loss or gradient); stopped." in err
     assert "--resume" not in err  # an env object: no other process can build it
+    assert f'To go on: rltui.train(env=<your env>, resume="{tmp_path / "run"}")' in err
     from rltui.runs_view.discovery import STATES
 
     assert result.state in STATES  # the words `rltui runs` uses
@@ -198,3 +199,69 @@ def test_ctrl_c_without_progress_stops_the_run_at_a_chunk_boundary(tmp_path, mon
                          progress=False, chunk_seconds=0.05)
     assert result.state == "stopped" and 0 < result.updates < 128
     assert (result.run_dir / "checkpoints").is_dir()
+
+
+def updates_in(run_dir: Path) -> list[int]:
+    return [json.loads(line)["update"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_run_on_an_env_object_resumes_from_python_with_the_env_handed_over_again(tmp_path, capsys):
+    import rltui
+
+    run = tmp_path / "run"
+    first = rltui.train(env=Bandit(), **TINY, run_dir=run)  # 2 updates of 256 env steps
+    assert (first.state, first.updates) == ("finished", 2)
+    err = capsys.readouterr().err
+    assert f'To train on: rltui.train(env=<your env>, resume="{run}", total_timesteps=1024)' in err
+    assert "--resume" not in err  # `rltui launch` could not build the env
+
+    # Refused in one line, before anything is written.
+    refusals = [
+        ({}, r"^env: .*run trained on an env object \(object:Bandit.*\), which only the process that had it can "
+             r"build; hand it over again: rltui.train\(env=<your env>, resume=\.\.\.\)$"),
+        ({"env": Bandit(), "total_timesteps": 512},
+         r"^total_timesteps: the checkpoint is at update 2 \(512 env steps\), which 512 does not go beyond; "
+         r"set a larger one to train on, e.g. total_timesteps=1024$"),
+        ({"env": Bandit(), "total_timesteps": 1024, "num_envs": 16},
+         r"^num_envs: cannot change when resuming \(the checkpoint was made with 8\); start a new run instead$"),
+        ({"env": Bandit(), "name": "other"}, r"^name: not with resume"),
+        ({"env": Bandit(), "config": first.config}, r"^config: not with resume"),
+    ]
+    for keys, message in refusals:
+        with pytest.raises(rltui.ApiError, match=message):
+            rltui.train(resume=run, progress=False, **keys)
+    assert updates_in(run) == [1, 2] and not (run / "config.original.toml").exists()
+
+    # Another Bandit object: this process gives it another id, which the resumed run records.
+    resumed = rltui.train(env=Bandit(), resume=run, total_timesteps=1024, progress=False)
+    assert (resumed.state, resumed.updates, resumed.env_steps, resumed.run_dir) == ("finished", 4, 1024, run)
+    assert resumed.config.env.startswith("object:Bandit") and resumed.config.env != first.config.env
+    assert f'env = "{resumed.config.env}"' in (run / "config.toml").read_text()
+    assert f'env = "{first.config.env}"' in (run / "config.original.toml").read_text()
+    assert updates_in(run) == [1, 2, 3, 4]  # goes on after the checkpoint, nothing twice
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    assert list(resumed.metrics) == [json.loads(line) for line in lines]  # the whole run, line for line
+    assert sorted(p.name for p in (run / "checkpoints").glob("checkpoint-*"))[-1] == "checkpoint-000000004.msgpack"
+
+
+def test_a_command_line_run_on_a_built_in_env_resumes_from_python_without_the_env(tmp_path):
+    import rltui
+
+    run = tmp_path / "run"
+    tiny = ["--set", "num_envs=4", "--set", "num_steps=32", "--set", "num_minibatches=2", "--set", "update_epochs=1",
+            "--set", "hidden_sizes=[16]", "--set", "total_timesteps=256"]
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH", "COLUMNS", "FORCE_COLOR")}
+    env.update(JAX_PLATFORMS="cpu", XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-m", "rltui", "launch", "--no-ui", "--set", "env=CartPole-v1",
+                           "--run-dir", str(run), *tiny], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert updates_in(run) == [1, 2]
+    with pytest.raises(rltui.ApiError, match=r"^env: cannot change when resuming \(the checkpoint was made with "
+                                             r"'CartPole-v1'\); start a new run instead$"):
+        rltui.train(env="Acrobot-v1", resume=run, total_timesteps=512)
+    resumed = rltui.train(resume=run, total_timesteps=512, lr=1e-3, progress=False)
+    assert (resumed.state, resumed.updates, resumed.config.env, resumed.config.lr) == ("finished", 4, "CartPole-v1",
+                                                                                        1e-3)
+    assert updates_in(run) == [1, 2, 3, 4]
+    assert 'env = "CartPole-v1"' in (run / "config.toml").read_text()

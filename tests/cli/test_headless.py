@@ -147,8 +147,12 @@ def test_the_last_lines_say_how_to_train_on():
     assert continue_line("runs/a b", 500_224, True) == (
         "To train on: rltui launch --resume 'runs/a b' --set total_timesteps=1000448")
     assert continue_line("runs/x", 1_000, False) == "To go on: rltui launch --resume runs/x"
-    # A run on an env object handed to the Python API: no other process can build its env.
-    assert continue_line("runs/x", 1_000, True, "object:Bandit") is None
+    # A run on an env object handed to the Python API: no other process can build its env,
+    # so it goes on from Python, the env handed over again.
+    assert continue_line("runs/x", 1_000, True, "object:Bandit") == (
+        'To train on: rltui.train(env=<your env>, resume="runs/x", total_timesteps=2000)')
+    assert continue_line("runs/a b", 1_000, False, "object:Bandit#2") == (
+        'To go on: rltui.train(env=<your env>, resume="runs/a b")')
 
 
 def test_a_run_that_evaluates_shows_its_latest_evaluation_return():

@@ -98,7 +98,7 @@ def test_a_finished_run_says_how_to_train_on(tmp_path, monkeypatch, capsys):
     assert lines[-1] == f"To train on: rltui launch --resume {tmp_path} --set total_timesteps={2 * 10 * 512}"
 
 
-def test_a_run_on_an_env_object_offers_no_resume(tmp_path):
+def test_a_run_on_an_env_object_offers_a_resume_from_python(tmp_path):
     # An env object handed to the Python API: `rltui launch --resume` could not build it.
     from rltui.ui.runner import _go_on
 
@@ -106,4 +106,5 @@ def test_a_run_on_an_env_object_offers_no_resume(tmp_path):
     (tmp_path / "checkpoints" / "checkpoint-000000010.msgpack").write_bytes(b"")
     last = snapshot(TOTAL, sps=1000.0)
     assert _go_on(SessionState.FINISHED, last, None, tmp_path, "CartPole-v1").startswith("To train on: ")
-    assert _go_on(SessionState.FINISHED, last, None, tmp_path, "object:Bandit") is None
+    assert _go_on(SessionState.FINISHED, last, None, tmp_path, "object:Bandit") == (
+        f'To train on: rltui.train(env=<your env>, resume="{tmp_path}", total_timesteps={2 * last.env_steps})')
