@@ -363,7 +363,7 @@ def run_headless(
         console.print(Text(f"Run files: {run_dir}" if run_dir else f"{peer_label}: run files are written by process 0"))
         if run_dir and code in (ExitCode.OK, ExitCode.DIVERGED) and session.updates_done > session.start_update:
             reached = session.updates_done >= session.total_updates
-            go_on = continue_line(run_dir, session.env_steps, reached, session.backend.static.env_id)
+            go_on = continue_line(run_dir, session.env_steps, reached, str(session.describe().get("env", "")))
             console.print(Text(go_on, style="dim"))
         return code
 
