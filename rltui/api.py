@@ -230,6 +230,9 @@ def train(
             from rltui.ui.runner import run_dashboard
 
             run_dashboard(session, config, directory)
+            # A dashboard given up on during the compile returns first: this process goes
+            # on, so it waits for the session's last chunk, checkpoint and events.
+            _join_through_interrupts(session)
         elif progress:
             from rltui.headless import run_headless
 
@@ -239,16 +242,23 @@ def train(
 
             session.add_listener(StopOnNonFinite(session))  # nobody to lower the learning rate: stop
             session.start()
-            try:
-                session.join()
-            except KeyboardInterrupt:  # as the progress bar does: stop at the next chunk boundary
-                session.stop()
-                session.join()
+            _join_through_interrupts(session)
     finally:
         if server is not None:
             server.close()
         recorder.close()
     return _result(config, directory, session, records)
+
+
+def _join_through_interrupts(session) -> None:
+    """Waits for the session to end. Ctrl+C, however often, stops it at the next chunk
+    boundary, as the progress bar does: the run's files close only after its last event."""
+    while True:
+        try:
+            session.join()
+            return
+        except KeyboardInterrupt:
+            session.stop()
 
 
 class _Records(SessionListener):

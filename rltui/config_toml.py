@@ -28,7 +28,7 @@ def parse_set_value(text: str) -> Any:
     try:
         return _parse_toml(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError as err:
-        if (text[:1] in "[{" or text[-1:] in "]}") and not _encloses(text):
+        if text and (text[0] in "[{" or text[-1] in "]}") and not _encloses(text):
             kind = "a table" if text[:1] == "{" or text[-1:] == "}" else "an array"
             reason = re.sub(r" \(at .*\)$", "", str(err))  # its position counts a prefix the user never typed
             raise ConfigError(f"{quote(text)} is not {kind} TOML can read: {reason[:1].lower()}{reason[1:]}") from None

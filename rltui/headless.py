@@ -151,7 +151,7 @@ def _fmt_eta(seconds: float | None) -> str:
     return fmt_duration(seconds, hours=True)
 
 
-def _latest_checkpoint_text(run_dir: Path | str) -> str:
+def latest_checkpoint_text(run_dir: Path | str) -> str:
     latest = CheckpointStore.for_run(Path(run_dir)).latest()
     if latest is None:
         return "the run holds no checkpoint"
@@ -317,7 +317,7 @@ def run_headless(
             if on_abort is not None:
                 on_abort()
             if run_dir:
-                kept = _latest_checkpoint_text(run_dir)
+                kept = latest_checkpoint_text(run_dir)
                 record_abort(run_dir, session.event_now(
                     "aborted", f"aborted by a second Ctrl+C, without a final checkpoint; {kept}"))
                 console.print(Text(f"Aborted without a final checkpoint; {kept}. Run files: {run_dir}", style="red"))

@@ -192,7 +192,14 @@ def launch(args, spec=None) -> int:
         code = run_dashboard(session, config, run_dir, theme=theme)
         if not session.join(0):
             # The user gave up waiting (q twice during a compile): the thread is inside XLA,
-            # and interpreter shutdown would abort under it. Run files are flushed per chunk.
+            # and interpreter shutdown would abort under it. Run files are flushed per chunk;
+            # the events log says how the run ended, as a second Ctrl+C's does.
+            from rltui.headless import latest_checkpoint_text
+            from rltui.session.recorder import record_abort
+
+            record_abort(run_dir, session.event_now(
+                "aborted", f"aborted: the dashboard quit at once, without a final checkpoint; "
+                           f"{latest_checkpoint_text(run_dir)}"))
             if server is not None:
                 server.close()
             os._exit(code)

@@ -61,10 +61,10 @@ def _runs_in(path: Path) -> list[str]:
     """The names of the run directories directly inside `path`, sorted; a run written there
     would mix its files with theirs, and the runs view would list the folder as a run."""
     try:
-        children = [child for child in path.iterdir() if child.is_dir()]
-    except OSError:
+        return sorted(child.name for child in path.iterdir() if not child.name.startswith(".")
+                      and child.is_dir() and (child / "config.toml").is_file())
+    except OSError:  # a folder it may not read: a run is not written into it either way
         return []
-    return sorted(child.name for child in children if (child / "config.toml").is_file())
 
 
 def _claim_new_dir(base: Path, flag: str) -> Path:

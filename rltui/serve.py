@@ -1,6 +1,7 @@
 """The web server of `rltui serve`: textual-serve's, with its pages pointing at the address
 their browser used (textual-serve would write the bound address into them: 0.0.0.0 is
-nowhere to a browser), its websocket refusing pages of other sites, and a quiet terminal:
+nowhere to a browser), its websocket refusing pages of other sites (and names it does not
+know, which a site could rebind to this machine), and a quiet terminal:
 one line to say where to open it, one per browser tab; each request only with --verbose.
 
 Imports textual-serve: only once `rltui serve` has found it installed."""
@@ -8,6 +9,7 @@ Imports textual-serve: only once `rltui serve` has found it installed."""
 from __future__ import annotations
 
 import copy
+import ipaddress
 import logging
 import socket
 import sys
@@ -66,8 +68,32 @@ class DashboardServer(Server):
         the address its browser asked for (its Host), which reaches this server."""
         return self.fixed_url or f"{request.scheme}://{request.host}"
 
+    def known_host(self, request: web.Request) -> bool:
+        """A page of another site whose name is made to point at this machine (DNS rebinding)
+        sends that name as its Host, and its Origin matches: only this machine's names, the
+        public URL's and plain addresses (which no site can rebind) are served."""
+        name = (urlsplit(f"//{request.host}").hostname or "").rstrip(".").lower()
+        try:
+            ipaddress.ip_address(name)
+            return True
+        except ValueError:
+            pass
+        names = {"localhost", socket.gethostname().lower(), socket.getfqdn().lower()}
+        if self.host not in ANY_ADDRESS:
+            names.add(self.host.lower())
+        if self.fixed_url:
+            names.add((urlsplit(self.fixed_url).hostname or "").lower())
+        return name in names
+
+    def refuse_unknown_host(self, request: web.Request) -> None:
+        if not self.known_host(request):
+            self.say(f"refused a request for another name ({request.host}); open it at this machine's name or "
+                     "address, or give --public-url")
+            raise web.HTTPForbidden(text="not this dashboard's address")
+
     @aiohttp_jinja2.template("app_index.html")
     async def handle_index(self, request: web.Request):
+        self.refuse_unknown_host(request)
         page = copy.copy(self)  # textual-serve builds every URL from public_url
         page.public_url = self.page_url(request)
         return await Server.handle_index.__wrapped__(page, request)
@@ -84,6 +110,7 @@ class DashboardServer(Server):
         return origin.lower() in allowed
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        self.refuse_unknown_host(request)
         if not self.same_site(request):
             self.say(f"refused a connection from a page of another site ({request.headers.get('Origin')})")
             raise web.HTTPForbidden(text="not this dashboard's page")

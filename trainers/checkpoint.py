@@ -191,7 +191,9 @@ METADATA_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "update": (_is_count, "an integer >= 0"),
     "env_steps": (_is_count, "an integer >= 0"),
     "elapsed": (lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0"),
-    "edits": (lambda v: isinstance(v, list) and all(isinstance(e, dict) for e in v), "a list of tables"),
+    "edits": (lambda v: isinstance(v, list) and all(
+        isinstance(e, dict) and _is_count(e.get("update")) and isinstance(e.get("changes"), dict) for e in v),
+        "a list of tables, each with its update and changes"),
     "reason": (lambda v: isinstance(v, str), "text"),
     "created": (lambda v: isinstance(v, str), "text"),
     "versions": (lambda v: isinstance(v, dict), "a table"),

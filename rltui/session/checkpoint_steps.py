@@ -125,7 +125,7 @@ class CheckpointSteps:
             self._store.drop_after(self.env_steps)
             message = f"rolled back from update {before} to the checkpoint of update {self._updates_done}"
         # A resume's event carries the edits before it, so the dashboard marks them again.
-        edits = {"edits": self._edits} if verb == "resumed" and self._edits else {}
+        edits = {"edits": list(self._edits)} if verb == "resumed" and self._edits else {}
         self._event(verb, message, update=self._updates_done, env_steps=self.env_steps, **edits)
         if self.population is not None:  # population.jsonl goes on from the checkpoint's table
             self._population_event(verb.replace(" ", "_"), message)

@@ -79,6 +79,8 @@ def test_set_bare_string_env():
     assert parse_set_value("Acrobot-v1") == "Acrobot-v1"
     assert from_set("env=Acrobot-v1").env == "Acrobot-v1"
     assert from_set('env="Acrobot-v1"').env == "Acrobot-v1"
+    assert parse_set_value("") == ""  # `--set loggers=` empties a list a config file set
+    assert parse_set_value("[lr, ent_coef]") == "[lr, ent_coef]"  # bare names: the key reads them
 
 
 def test_set_scientific_integer():

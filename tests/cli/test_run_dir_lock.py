@@ -125,6 +125,8 @@ def test_launch_into_a_folder_of_runs_is_refused(tmp_path):
     runs = tmp_path / "runs"
     for name in ("a", "b"):
         prepare_run_dir(RunConfig(), str(runs / name))
+    (runs / ".tool").mkdir()
+    (runs / ".tool" / "config.toml").write_text("")  # a hidden folder is no run
     with pytest.raises(ConfigError) as excinfo:
         prepare_run_dir(RunConfig(), str(runs))
     assert str(excinfo.value) == (f"--run-dir: {runs} is a folder of runs (a, b); give a run its own directory, "

@@ -179,11 +179,16 @@ def test_checkpoint_without_the_metadata_checksum_still_loads(trained):
         ('{"update": -1}', "checkpoint metadata is damaged: update should be an integer >= 0, got -1"),
         ('{"hparams": {"lr": "fast"}}',
          "checkpoint metadata is damaged: hparams should be a table of hyperparameter numbers, got {'lr': 'fast'}"),
-        ('{"edits": [1]}', "checkpoint metadata is damaged: edits should be a list of tables, got [1]"),
+        ('{"edits": [1]}', "checkpoint metadata is damaged: edits should be a list of tables, each with its update "
+                           "and changes, got [1]"),
+        ('{"edits": [{"update": 1e400, "changes": {}}]}', "checkpoint metadata is damaged: edits should be a list of "
+                                                         "tables, each with its update and changes, got "
+                                                         "[{'changes': {}, 'update': inf}]"),
         ('{"elapsed": NaN}', "checkpoint metadata is damaged: elapsed should be a number of seconds >= 0, got nan"),
         ("[" * 100_000 + "]" * 100_000, "checkpoint metadata is corrupted (not readable JSON)"),
     ],
-    ids=["list", "config-string", "update-string", "update-negative", "hparams", "edits", "elapsed-nan", "deep"],
+    ids=["list", "config-string", "update-string", "update-negative", "hparams", "edits", "edit-update-inf",
+         "elapsed-nan", "deep"],
 )
 def test_crafted_metadata_is_refused_in_one_line(trained, metadata_text, message):
     """Consistent checksums, metadata of the wrong shape: refused before anything reads it."""

@@ -63,9 +63,9 @@ def fetch(port: int, path: str = "/", **headers: str) -> str:
 def test_a_page_points_at_the_address_its_browser_used(tmp_path):
     # Bound to every address, textual-serve wrote 0.0.0.0 into its pages: nowhere, to a browser.
     with serving(tmp_path) as (port, output):
-        page = fetch(port, Host="dashboard.example:9999")  # as a browser on another machine asks
-        assert 'href="http://dashboard.example:9999/static/css/xterm.css"' in page
-        assert 'data-session-websocket-url="ws://dashboard.example:9999/ws"' in page
+        page = fetch(port, Host="192.0.2.7:9999")  # as a browser on another machine asks
+        assert 'href="http://192.0.2.7:9999/static/css/xterm.css"' in page
+        assert 'data-session-websocket-url="ws://192.0.2.7:9999/ws"' in page
         assert f"127.0.0.1:{port}" not in page
         local = fetch(port)
         assert f'data-session-websocket-url="ws://127.0.0.1:{port}/ws"' in local
@@ -83,6 +83,21 @@ def test_a_page_of_another_site_cannot_drive_the_dashboard(tmp_path):
             fetch(port, "/ws", Origin="https://elsewhere.example", **handshake)
         assert refused.value.code == 403
     assert "refused a connection from a page of another site (https://elsewhere.example)" in output[0]
+
+
+def test_a_name_this_machine_does_not_have_is_refused(tmp_path):
+    """DNS rebinding: a site whose name comes to point at this machine sends its own name
+    as Host and a matching Origin; the page and the websocket are refused all the same."""
+    handshake = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                 "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    with serving(tmp_path) as (port, output):
+        rebound = {"Host": f"rebound.example:{port}", "Origin": f"http://rebound.example:{port}"}
+        for path, extra in (("/", {}), ("/ws", handshake)):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                fetch(port, path, **rebound, **extra)
+            assert refused.value.code == 403
+        assert "data-session-websocket-url" in fetch(port, Host=f"localhost:{port}")
+    assert f"refused a request for another name (rebound.example:{port})" in output[0]
 
 
 def test_serve_with_a_public_url_points_every_page_at_it_and_verbose_logs_requests(tmp_path):
