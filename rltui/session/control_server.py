@@ -220,6 +220,7 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
                     self._guarded(client, self._answer_lines)
                 self._throttle()
             self._drain_inbox()
+            self._guarded(None, lambda _: self._accept_backlog())
             self._flush_all(time.monotonic() + self._flush_seconds)
         finally:
             self._serving = False
@@ -282,28 +283,41 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
                 self._selector.unregister(self._listen)
                 self._listen_paused_until = self._accept_tokens.next_at()
                 return
-            try:
-                conn, _ = self._listen.accept()
-            except (BlockingIOError, InterruptedError):
+            if not self._admit_one():
                 return
-            except OSError:
-                return  # e.g. out of file descriptors: the client sees a refusal
             self._accept_tokens.take()
-            try:
-                if not same_user(conn):
-                    conn.close()
-                    continue
-                conn.setblocking(False)
-                if len(self._clients) >= self.max_clients:
-                    self._refuse(conn)
-                    continue
-            except OSError:
+
+    def _accept_backlog(self) -> None:
+        """At the end: admit everyone who connected and was not yet accepted. Closing the
+        listener would reset them unread; admitted, they receive the final state."""
+        for _ in range(self.max_clients + ACCEPTS_PER_TURN):
+            if not self._admit_one():
+                return
+
+    def _admit_one(self) -> bool:
+        """Accept one waiting connection and greet it (or turn it away); False when none waits."""
+        try:
+            conn, _ = self._listen.accept()
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return False  # e.g. out of file descriptors: the client sees a refusal
+        try:
+            if not same_user(conn):
                 conn.close()
-                continue
-            client = Client(conn)
-            self._clients.add(client)
-            self._selector.register(conn, client.events, client)
-            self._guarded(client, self._greet)
+                return True
+            conn.setblocking(False)
+            if len(self._clients) >= self.max_clients:
+                self._refuse(conn)
+                return True
+        except OSError:
+            conn.close()
+            return True
+        client = Client(conn)
+        self._clients.add(client)
+        self._selector.register(conn, client.events, client)
+        self._guarded(client, self._greet)
+        return True
 
     def _refuse(self, conn: socket.socket) -> None:
         """One line saying why, then the connection closes (the line fits in an empty

@@ -449,6 +449,22 @@ def test_a_run_dir_too_long_for_a_socket_gets_a_pointer(tmp_path, monkeypatch, r
     assert not server.path.exists() and not (run_dir / POINTER_NAME).exists()
 
 
+def test_a_client_still_waiting_to_be_accepted_gets_the_final_state(tmp_path):
+    # The probe takes the only accept allowed; the client waits in the listen backlog when
+    # the run ends. Closing the listener then would reset it unread.
+    with served(tmp_path, accepts_per_second=0.001, accept_burst=1) as (fake, server):
+        client = LineClient(server.path)
+        fake.stop()
+        fake.join(10)
+        server.close()
+        messages = []
+        while (message := client.recv()) is not None:
+            messages.append(message)
+        assert messages[0]["type"] == "hello"
+        assert [m["state"] for m in messages if m["type"] in ("hello", "state")][-1] == "finished"
+        client.close()
+
+
 def test_close_sends_the_final_state_then_hangs_up(tmp_path):
     with served(tmp_path) as (fake, server):
         client = LineClient(server.path)
