@@ -302,13 +302,22 @@ def wants_colour(stream) -> bool:
     return bool(isatty and isatty())
 
 
+# Plain text has no colours to tell curves apart: each curve draws with its own character,
+# which the legend shows beside its name.
+PLAIN_MARKERS = "*o+x#@%="
+
+
 def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | None = None,
          height: int | None = None, group: str | None = None, statistic: str = "mean",
          colour: bool = False) -> str:
     """The runs' curves (or each group's band) overlaid, as terminal text (plotext); a
     population's is its best member's. The env steps axis is labelled as the dashboard's
-    (0.5M, 1.0M); without `colour`, the text holds no escape codes."""
+    (0.5M, 1.0M); without `colour`, the text holds no escape codes, and each curve has its
+    own marker."""
     import plotext as plt
+
+    def marker(index: int) -> str | None:
+        return None if colour else PLAIN_MARKERS[index % len(PLAIN_MARKERS)]
 
     plt.clear_figure()
     plt.theme("clear")
@@ -316,7 +325,7 @@ def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | No
         plt.plotsize(width or 100, height or 25)
     xs: list[float] = []  # each curve's first and last env steps
     if group:
-        for value, members in group_by(runs, group).items():
+        for index, (value, members) in enumerate(group_by(runs, group).items()):
             curves = []
             for run in members:
                 steps, values, _ = compared_column(run, metric)
@@ -324,16 +333,16 @@ def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | No
             b = band(curves, statistic)
             if len(b.steps):
                 label = f"{group}={_show(value)} ({len(members)})"
-                plt.plot(b.steps.tolist(), b.center.tolist(), label=label)
-                plt.plot(b.steps.tolist(), b.low.tolist(), marker="dot")
-                plt.plot(b.steps.tolist(), b.high.tolist(), marker="dot")
+                plt.plot(b.steps.tolist(), b.center.tolist(), label=label, marker=marker(index))
+                plt.plot(b.steps.tolist(), b.low.tolist(), marker="dot" if colour else ".")
+                plt.plot(b.steps.tolist(), b.high.tolist(), marker="dot" if colour else ".")
                 xs += [float(b.steps[0]), float(b.steps[-1])]
     else:
-        for run in runs:
+        for index, run in enumerate(runs):
             steps, values, member = compared_column(run, metric)
             if values:
                 label = run.name if member is None else f"{run.name} (member {member})"
-                plt.plot(steps, ema(values, smooth).tolist(), label=label)
+                plt.plot(steps, ema(values, smooth).tolist(), label=label, marker=marker(index))
                 xs += [float(steps[0]), float(steps[-1])]
     if xs:
         columns = width or shutil.get_terminal_size().columns

@@ -57,8 +57,24 @@ def member_tag(member: int, name: str, seed: int | None = None) -> str:
     return f"{MEMBERS}/{member}/{name}" + ("" if seed is None else f"/seed_{seed}")
 
 
+class RunFolder:
+    """What every reader of a run directory says of it the same way: its name, and whether
+    something in it could not be read."""
+
+    path: Path
+    problems: list[str]
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.problems)
+
+
 @dataclasses.dataclass
-class RunData:
+class RunData(RunFolder):
     """What a run directory holds. `problems`: what could not be read, one phrase each
     (empty for a sound run); a run being written is not damaged."""
 
@@ -68,14 +84,6 @@ class RunData:
     events: list[dict[str, Any]]
     problems: list[str]
     population: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # population.jsonl's lines
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-    @property
-    def damaged(self) -> bool:
-        return bool(self.problems)
 
     def column(self, name: str) -> tuple[list[int], list[float]]:
         """The env steps and finite values of metric `name` (a seed's: `NAME/seed_I`; a

@@ -55,13 +55,16 @@ def info_record(path: Path, data: bytes, metadata: dict) -> dict[str, Any]:
 
     config = metadata.get("config") if isinstance(metadata.get("config"), dict) else {}
     algo = config.get("algo", metadata.get("trainer"))
-    applies = {name for name, key in KEYS.items() if key.reads(algo)} if algo else set(KEYS)
+    # Older checkpoints do not say their action space: their keys all show.
+    actions = metadata.get("actions")
+    applies = {name for name, key in KEYS.items() if key.matters_for(algo, actions)}
     hparams = hparams_as_config(metadata.get("hparams", {}))
     return {
         "checkpoint": str(path),
         "checksum": "ok" if checkpoint.check(data).covers_metadata else "ok, covers the state only (older format)",
         "parameters_finite": checkpoint.params_are_finite(data),
         "trainer": metadata.get("trainer"),
+        "actions": actions,
         "update": metadata.get("update"),
         "env_steps": metadata.get("env_steps"),
         "elapsed_seconds": metadata.get("elapsed"),
@@ -141,6 +144,7 @@ def render_info(record: dict[str, Any]) -> str:
         ("checksum", record["checksum"]),
         ("parameters", "finite" if record["parameters_finite"] else "contain NaN/inf (cannot be evaluated or resumed)"),
         ("trainer", record["trainer"]),
+        *([("actions", record["actions"])] if record.get("actions") else []),
         ("update", record["update"]),
         ("env_steps", f"{steps:,}" if isinstance(steps, int) else steps),
         ("elapsed", elapsed_text),

@@ -28,6 +28,7 @@ import numpy as np
 from flax import serialization
 
 from trainers.hparams import quote, shorten
+from trainers.keys import ACTION_KINDS
 from trainers.types import TrainState
 
 FORMAT = "rltui-checkpoint"
@@ -199,6 +200,7 @@ METADATA_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "versions": (lambda v: isinstance(v, dict), "a table"),
     "device_kind": (lambda v: isinstance(v, str), "text"),
     "device_count": (_is_count, "an integer >= 0"),
+    "actions": (lambda v: v in ACTION_KINDS, " or ".join(ACTION_KINDS)),
     "preset": (lambda v: isinstance(v, dict) and isinstance(v.get("settings"), dict), "a table with settings"),
 }
 

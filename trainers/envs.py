@@ -67,6 +67,11 @@ class EnvSpec:
     draw_restarts: Any = None
 
     @property
+    def action_kind(self) -> str:
+        """One of `trainers.keys.ACTION_KINDS`: the keys that matter for this env say it."""
+        return "discrete" if self.discrete else "continuous"
+
+    @property
     def obs_size(self) -> int:
         size = 1
         for d in self.obs_shape:

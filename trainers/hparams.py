@@ -103,9 +103,9 @@ TRAINER_KEYS: tuple[Key, ...] = (
         "through rollouts and updates), or cnn (a 3x3 convolution before the MLP, for MinAtar's image "
         "observations)", Choice(NETWORKS), STATIC),
     Key("log_std", "param", "continuous actions: param (a learned std per action dimension) or state (the policy "
-        "outputs a std for each state)", Choice(LOG_STD_MODES), STATIC),
+        "outputs a std for each state)", Choice(LOG_STD_MODES), STATIC, actions="continuous"),
     Key("log_std_init", 0.0, "continuous actions: initial log standard deviation of the policy",
-        Number(-5.0, 2.0), STATIC),
+        Number(-5.0, 2.0), STATIC, actions="continuous"),
     Key("noise_hold", 1, "keep each env's exploration noise for N steps of a rollout (temporally correlated "
         "exploration); 1 = fresh noise every step", _COUNT, STATIC),
     Key("normalize_obs", False, "standardise observations by their running mean and std (kept in checkpoints)",

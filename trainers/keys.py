@@ -30,6 +30,7 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 # `DynamicHParams`; changing it does not recompile), or read by the session around the
 # compiled step (chunking, checkpoints, devices).
 STATIC, TRACED, RUN = "static", "traced", "run"
+ACTION_KINDS = ("discrete", "continuous")
 
 
 class HParamError(ValueError):
@@ -317,7 +318,8 @@ class Key:
     `kind`: STATIC (compiled in), TRACED (a float32 argument of the compiled step) or RUN
     (the session's). `live`: editable while training (traced keys only). `resumable`: a
     resumed run may change it (default: everything but static keys). `algos`: the
-    algorithms that read it (None: all). `field`: the trainer's name for it when that
+    algorithms that read it (None: all). `actions`: the action space it matters for
+    ("discrete" or "continuous"; None: both). `field`: the trainer's name for it when that
     differs. `config`: False for the trainer's internal values, which no user sets."""
 
     name: str
@@ -328,12 +330,14 @@ class Key:
     live: bool = False
     resumable: bool | None = None
     algos: tuple[str, ...] | None = None
+    actions: str | None = None
     field: str | None = None
     config: bool = True
 
     def __post_init__(self):
         assert self.kind in (STATIC, TRACED, RUN), self.kind
         assert not self.live or self.kind == TRACED, f"{self.name}: only traced keys can be edited live"
+        assert self.actions in (None, *ACTION_KINDS), self.actions
 
     @property
     def attr(self) -> str:
@@ -346,6 +350,10 @@ class Key:
 
     def reads(self, algo: str) -> bool:
         return self.algos is None or algo in self.algos
+
+    def matters_for(self, algo: str | None, actions: str | None = None) -> bool:
+        """Whether a run of `algo` on an env with `actions` reads it (None: not known)."""
+        return (algo is None or self.reads(algo)) and (actions is None or self.actions in (None, actions))
 
     def coerce(self, value: Any) -> Any:
         return self.rule.coerce(self.name, value)

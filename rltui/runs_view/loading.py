@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from rltui.export import CONFIG, EVENTS, METRICS, POPULATION, member_tag, population_shape, read_run
+from rltui.export import CONFIG, EVENTS, METRICS, POPULATION, RunFolder, member_tag, population_shape, read_run
 
 ORIGINAL_CONFIG = "config.original.toml"
 
 @dataclasses.dataclass
-class LoadedRun:
+class LoadedRun(RunFolder):
     """A run directory read once: its configuration, events and problems as `read_run`
     gives them, and its metrics as one float column per metric (NaN where a record has
     no value), so a run of 100k updates is a few arrays rather than 100k dicts."""
@@ -39,14 +39,6 @@ class LoadedRun:
     members: int = 0  # a population's size (0: one configuration)
     seeds_per_member: int = 1
     member_table: tuple[dict[str, Any], ...] = ()  # each member's values, state, parent (population.jsonl)
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-    @property
-    def damaged(self) -> bool:
-        return bool(self.problems)
 
     @property
     def env_steps(self) -> int:

@@ -149,4 +149,6 @@ class JaxBackend:
             "num_seeds": self.static.num_seeds,
             "num_members": self.static.num_members,
             "static": dataclasses.asdict(self.static),
+            # known once the trainer is built (its env spec)
+            **({"actions": self._parallel.trainer.spec.action_kind} if self._parallel is not None else {}),
         }

@@ -174,6 +174,7 @@ def checkpoint_metadata(*, run, backend, hparams, update, env_steps, elapsed, ed
         "versions": library_versions(),
         "device_kind": backend.get("device_kind", "unknown"),
         "device_count": len(backend.get("devices", [])),
+        **({"actions": backend["actions"]} if backend.get("actions") else {}),
         # what presets.toml set for the run, where it set anything (`rltui.presets.applied`)
         **({"preset": run["preset"]} if run.get("preset") else {}),
     }

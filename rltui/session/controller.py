@@ -195,10 +195,11 @@ class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, Population
     def _elapsed(self) -> float:
         return self._clock() - self._t0
 
-    def event_now(self, kind: str, message: str) -> SessionEvent:
+    def event_now(self, kind: str, message: str, **data) -> SessionEvent:
         """An event stamped with this moment's update and time, for a caller that records
         it itself (an abort, which cannot wait for the session thread)."""
-        return SessionEvent(kind=kind, update=self._updates_done, message=message, wall_time=self._elapsed())
+        return SessionEvent(kind=kind, update=self._updates_done, message=message, wall_time=self._elapsed(),
+                            data=data)
 
     def _main(self) -> None:
         try:
@@ -373,10 +374,7 @@ class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, Population
         self._notify("on_state", state, message)
 
     def _event(self, kind: str, message: str, **data) -> None:
-        event = SessionEvent(
-            kind=kind, update=self._updates_done, message=message, wall_time=self._elapsed(), data=data
-        )
-        self._notify("on_event", event)
+        self._notify("on_event", self.event_now(kind, message, **data))
 
     def _notify(self, method: str, *args) -> None:
         """Call every listener. Whatever one raises (SystemExit and KeyboardInterrupt

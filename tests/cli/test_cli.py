@@ -774,6 +774,9 @@ CRAFTED = [
                  id="config-string"),
     pytest.param(_set_metadata(update="abc"),
                  "checkpoint metadata is damaged: update should be an integer >= 0, got 'abc'", id="update-string"),
+    pytest.param(_set_metadata(actions="both"),
+                 "checkpoint metadata is damaged: actions should be discrete or continuous, got 'both'",
+                 id="actions-unknown"),
     pytest.param(_tamper_update, "checkpoint is corrupted or edited (checksum mismatch in its metadata)",
                  id="update-edited"),
     pytest.param(_string_version, "checkpoint is damaged: its format version is '1', not a whole number",
@@ -791,6 +794,25 @@ def test_crafted_checkpoint_is_one_line_exit_2_everywhere(tmp_path, tiny_run, ed
         assert (result.returncode, result.stderr) == (2, f"rltui: error: {flag}: {CKPT}: {problem}\n"), args
         assert result.stdout == ""
     assert {p: p.read_bytes() for p in path.parents[1].rglob("*") if p.is_file()} == files
+
+
+@pytest.mark.parametrize("actions,shows_log_std", [("continuous", True), ("discrete", False), (None, True)],
+                         ids=["continuous", "discrete", "older-unsaid"])
+def test_info_lists_the_keys_of_the_runs_action_space(tmp_path, tiny_run, capsys, actions, shows_log_std):
+    # log_std and log_std_init matter only for continuous actions; a checkpoint that does not
+    # say its action space (written before it did) shows them all.
+    def edit(outer, metadata):
+        metadata.pop("actions", None)
+        metadata.update({"actions": actions} if actions else {})
+        outer["metadata"] = json.dumps(metadata, sort_keys=True)
+
+    from rltui.cli import main
+
+    path = _craft(tiny_run, tmp_path, edit)
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert ("log_std_init" in out) == shows_log_std and ("log_std " in out) == shows_log_std, out
+    assert (f"actions      {actions}" in out.splitlines()) == (actions is not None)
 
 
 def test_checkpoint_with_nan_params_is_reported_and_refused(tmp_path, tiny_run):

@@ -112,6 +112,20 @@ def test_compare_plot_is_plain_text_with_readable_steps(tmp_path, capsys, monkey
     assert all(re.fullmatch(r"\d+(\.\d+)?[kM]|0", label) for label in labels), labels
 
 
+def test_compare_plot_in_plain_text_tells_the_runs_apart(tmp_path, capsys, monkeypatch):
+    # Without colour each curve has its own character, and the legend pairs it with the run.
+    monkeypatch.setenv("COLUMNS", "80")
+    a = make_run(tmp_path / "a", 40)
+    b = make_run(tmp_path / "b", 40, config={"seed": 1}, ret=lambda u: 100.0 - u)
+    assert main(["compare", str(a), str(b), "--plot", "--smooth", "0"]) == 0
+    out = capsys.readouterr().out
+    legend = dict((name, mark) for mark, name in re.findall(r"[│┤] (\S)\1 ([ab]) ", out))  # "│ ** a"
+    assert legend.keys() == {"a", "b"} and legend["a"] != legend["b"], out
+    marks = list(legend.values())
+    body = out[out.index("┌"):]
+    assert all(body.count(mark) > 10 for mark in marks)  # both curves are drawn
+
+
 def test_compare_plot_colour_only_on_a_terminal_without_no_color(monkeypatch):
     class Terminal(io.StringIO):
         def isatty(self):

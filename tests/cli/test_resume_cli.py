@@ -666,6 +666,9 @@ def test_info_prints_metadata(work, cache, run_a):
     config = record["config"]
     assert config["hidden_sizes"] == [16] and config["num_envs"] == 4
     assert "baseline" not in config and "normalize_returns" not in config  # REINFORCE's
+    # CartPole's actions are discrete: the keys of continuous policies do not apply
+    assert fields["actions"] == "discrete" and record["actions"] == "discrete"
+    assert "log_std" not in config and "log_std_init" not in config and "log_std" not in result.stdout
 
 
 @pytest.mark.parametrize("sample", [False, True], ids=["greedy", "sampled"])
