@@ -216,6 +216,8 @@ def train(
     except (ConfigError, UsageError, OSError) as err:
         raise ApiError(_api_words(str(err))) from None
     hparams = prepared.changes.hparams_before if prepared is not None else None
+    for notice in prepared.notices(checkpoint.metadata) if prepared is not None else ():
+        warnings.warn(notice, UserWarning, stacklevel=2)
     session, recorder = build_session(config, devices, directory, checkpoint.data if checkpoint else None, None,
                                       hparams)
     if prepared is not None:

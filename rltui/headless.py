@@ -27,7 +27,7 @@ from rltui.session import (
     TrainingSession,
 )
 from rltui.session.checkpoints import CheckpointStore, checkpoint_update
-from rltui.session.events import repeats_an_edit
+from rltui.session.events import repeats_another_event
 from rltui.session.recorder import record_abort
 from rltui.ui.format import fmt_duration
 from trainers.metrics_spec import METRIC_SPECS
@@ -256,7 +256,7 @@ class ProgressListener(SessionListener):
             )
 
     def on_event(self, event: SessionEvent) -> None:
-        if repeats_an_edit(event):
+        if repeats_another_event(event):
             return
         if event.kind in ("compiled", "hparams", "paused", "resumed", "stopping", "warning", "error", "nonfinite",
                           "checkpoint", "rolled back", "population"):

@@ -163,6 +163,8 @@ def launch(args, spec=None) -> int:
         if resume is not None:
             prepared = prepare_resume(config, resume, target)
             run_dir = prepared.run_dir
+            for notice in prepared.notices(resume.metadata):
+                print(f"rltui: {notice}", file=sys.stderr)
         else:
             run_dir = prepare_run_dir(config, args.run_dir, name=args.name)
             if args.name and not args.run_dir and run_dir.name != args.name:

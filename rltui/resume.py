@@ -156,6 +156,27 @@ class PreparedResume(NamedTuple):
     branched: Any  # the "branched" event to record, or None
     changes: ResumeChanges
 
+    def notices(self, metadata: dict) -> list[str]:
+        """What the resume does that the user may not expect, one line each: a population's
+        members lose their own values of a key the resume sets for all of them."""
+        from rltui.config import hparams_as_config
+
+        def shown(name: str, value: float) -> str:
+            value = hparams_as_config({name: value}).get(name, value)
+            return str(value).lower() if isinstance(value, bool) else f"{value:g}"
+
+        population = metadata.get("population")
+        members = population.get("members") if isinstance(population, dict) else None
+        members = [m["values"] for m in members or () if isinstance(m, dict) and isinstance(m.get("values"), dict)]
+        lines = []
+        for name, value in self.changes.live.items():
+            own = sorted({float(v[name]) for v in members if isinstance(v.get(name), (int, float))})
+            if len(own) > 1:
+                lines.append(f"{name} = {shown(name, value)} now applies to all {len(members)} members, in place of "
+                             f"their own values ({', '.join(shown(name, v) for v in own)}); the dashboard's "
+                             f"leaderboard edits one member's")
+        return lines
+
 
 def prepare_resume(config: RunConfig, resume: VerifiedCheckpoint, target: ResumeTarget) -> PreparedResume:
     """Ready the run directory for a resume under `config`, after the env's preflight: the
@@ -166,6 +187,7 @@ def prepare_resume(config: RunConfig, resume: VerifiedCheckpoint, target: Resume
     from rltui.session.recorder import truncate_metrics
 
     check_checkpoint_fits(config, resume.data)
+    changes = resume_changes(config, resume.metadata)
     branched = None
     if target.new:
         run_dir = prepare_run_dir(config, target.run_dir)  # as for a new run
@@ -173,10 +195,11 @@ def prepare_resume(config: RunConfig, resume: VerifiedCheckpoint, target: Resume
         run_dir = target.run_dir
         lock_run_dir(run_dir)  # before anything is written there
         branched = branch(run_dir, resume)
-        keep_original_config(run_dir)
+        if changes.live or changes.other:
+            keep_original_config(run_dir)
         write_config(run_dir, config)
     truncate_metrics(run_dir, int(resume.metadata["update"]))
-    return PreparedResume(run_dir, branched, resume_changes(config, resume.metadata))
+    return PreparedResume(run_dir, branched, changes)
 
 
 def apply_resume(session, recorder, prepared: PreparedResume, metadata: dict) -> None:

@@ -75,6 +75,7 @@ class FakeSession:
         self.total_updates = total_updates
         self.steps_per_update = steps_per_update
         self.env = env
+        self.actions = "discrete"  # CartPole's; what the real session says once its env is built
         self.commands: list[object] = []
         self._hparams = DynamicHParams.create(anneal_updates=float(total_updates))
         self._listeners = []
@@ -133,7 +134,7 @@ class FakeSession:
         return self._hparams
 
     def describe(self) -> dict:
-        return {"env": self.env, "algo": "ppo", "devices": ["cpu:0"], "device_kind": "cpu"}
+        return {"env": self.env, "algo": "ppo", "devices": ["cpu:0"], "device_kind": "cpu", "actions": self.actions}
 
     # --- test controls (any thread) ---------------------------------------------------
     def commands_of(self, kind: type) -> list:

@@ -46,8 +46,14 @@ class SessionEvent:
         }
 
 
-def repeats_an_edit(event: SessionEvent) -> bool:
-    """A population's record of a member edit: the session reports each edit twice, as the
-    "hparams" event every edit has (the chart's marks, exports) and as a "population" event
-    with the member table after it (population.jsonl's lineage). Logs for people show the first."""
-    return event.kind == "population" and event.data.get("action") == "edit"
+# A population's records of what another event already says: the session reports a member
+# edit, a resume and a rollback twice, as the event every run has ("hparams": the chart's
+# marks, exports; "resumed", "rolled back") and as a "population" event with the member
+# table after it (population.jsonl's lineage). Logs for people show the first.
+_REPEATED_ACTIONS = ("edit", "resumed", "rolled_back")
+
+
+def repeats_another_event(event: SessionEvent) -> bool:
+    """Whether `event` is a population's record of an edit, resume or rollback that another
+    event already reports (see _REPEATED_ACTIONS)."""
+    return event.kind == "population" and event.data.get("action") in _REPEATED_ACTIONS

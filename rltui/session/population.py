@@ -346,7 +346,10 @@ class Population:
         }
 
     def restore(self, metadata: Mapping[str, Any]) -> None:
-        """From `to_metadata` of the same population (same members and seeds)."""
+        """From `to_metadata` of the same population (same members and seeds). Each member
+        gets back its own values of the keys members may differ in (the swept ones and every
+        live-editable key); the rest, such as the updates the learning rate anneals over
+        (from total_timesteps), are the run's as configured now."""
         members = metadata.get("members", [])
         if len(members) != self.num_members or metadata.get("num_seeds") != self.num_seeds:
             raise ValueError(
@@ -355,7 +358,7 @@ class Population:
             )
         for m, saved in enumerate(members):
             self._values[m] = {**self._values[m], **{k: float(v) for k, v in saved["values"].items()
-                                                     if k in DynamicHParams._fields}}
+                                                     if k in LIVE_HPARAMS or k in self.swept}}
             self._states[m] = MemberState(saved.get("state", "training"))
             self._parents[m] = saved.get("parent")
             self._best[m] = saved.get("best_return")

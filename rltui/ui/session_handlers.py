@@ -94,6 +94,7 @@ class SessionHandlers:
             self._compile_started = self._clock()
         if state is SessionState.RUNNING and self.session_state is not SessionState.RUNNING:
             self._first_chunk_update = None
+            self.dashboard.hparams_panel.actions = self.session.describe().get("actions")
         if state is not SessionState.RUNNING:
             # Training stands still now: the update it stopped at is shown at once, the
             # same the event says, not a throttled older one.

@@ -53,3 +53,19 @@ def test_a_resume_that_changes_lr_is_recorded_and_the_original_config_kept(tmp_p
     assert (run_dir / "config.original.toml").read_text() == started_with
     edits = [e for e in read_jsonl(run_dir / "events.jsonl") if e["kind"] == "hparams"]
     assert [e["data"]["changes"]["lr"] for e in edits] == [pytest.approx(1e-3), pytest.approx(5e-4)]
+
+
+def test_a_population_resume_says_when_a_set_key_replaces_the_members_own_values():
+    from rltui.resume import PreparedResume, ResumeChanges
+
+    def members(*lrs):
+        return {"population": {"members": [{"values": {"lr": lr, "gamma": 0.99}} for lr in lrs]}}
+
+    changes = ResumeChanges(live={"lr": 1e-3, "gamma": 0.95}, hparams_before=None, other={}, update=4)
+    prepared = PreparedResume(run_dir=None, branched=None, changes=changes)
+    # lr differed between the members, gamma did not: only lr's replacement is worth a word.
+    assert prepared.notices(members(1e-4, 3e-3, 1e-4)) == [
+        "lr = 0.001 now applies to all 3 members, in place of their own values (0.0001, 0.003); the dashboard's "
+        "leaderboard edits one member's"]
+    assert prepared.notices(members(1e-4, 1e-4)) == []
+    assert prepared.notices({}) == []  # a single run

@@ -41,10 +41,10 @@ class Events(SessionListener):
         return [e for e in self.events if e.kind == kind]
 
 
-def run_population(tmp_path, total, *, commands=(), pbt=None, resume=None, lrs=LRS):
-    population = Population(BASE, [{"lr": lr} for lr in lrs], num_seeds=1, pbt=pbt or PBTPolicy())
+def run_population(tmp_path, total, *, commands=(), pbt=None, resume=None, lrs=LRS, base=BASE):
+    population = Population(base, [{"lr": lr} for lr in lrs], num_seeds=1, pbt=pbt or PBTPolicy())
     backend = JaxBackend(STATIC, 0, jax.local_devices()[:1])
-    session = TrainingSession(backend, BASE, total, chunk_seconds=0.01, population=population, resume=resume,
+    session = TrainingSession(backend, base, total, chunk_seconds=0.01, population=population, resume=resume,
                               checkpoints=CheckpointStore.for_run(tmp_path))
     events, recorder = Events(), RunRecorder(tmp_path)
     session.add_listener(recorder)
@@ -95,11 +95,11 @@ def test_freeze_edit_and_clone_reach_the_chosen_members_only(tmp_path):
     assert actions == ["start", "freeze", "edit", "clone"]
     assert read_jsonl(tmp_path / "population.jsonl")[0]["message"] == "population of 3 members x 1 seed"
     # the edit is in events.jsonl twice (hparams, and the population's record); the dashboard's log shows one
-    from rltui.session.events import repeats_an_edit
+    from rltui.session.events import repeats_another_event
 
     edits = [e for e in events.events if "ent_coef" in e.message]
     assert [e.kind for e in edits] == ["hparams", "population"]
-    assert [e.message for e in edits if not repeats_an_edit(e)] == ["set ent_coef -> 0.05 for member 2"]
+    assert [e.message for e in edits if not repeats_another_event(e)] == ["set ent_coef -> 0.05 for member 2"]
 
 
 def test_pbt_replaces_the_worst_with_perturbed_clones_and_records_the_lineage(tmp_path):
@@ -154,6 +154,19 @@ def test_a_population_resumes_exactly_pbt_and_all(tmp_path):
                          if s["action"] == "pbt"]
     assert lineage(whole) == lineage(first)
     assert not any(math.isnan(v) for v in session.population.values(0).values())
+
+
+def test_a_population_resumed_for_longer_anneals_over_the_new_total(tmp_path):
+    # Trained for 2 updates (the learning rate annealing to 0 at update 2), then resumed to 4:
+    # as a single run does, each member's lr anneals over the new total from where it was.
+    run_population(tmp_path, 2, base=DynamicHParams.create(anneal_updates=2))
+    (checkpoint,) = sorted((tmp_path / "checkpoints").glob("checkpoint-*.msgpack"))[-1:]
+    session, _ = run_population(tmp_path, 4, base=DynamicHParams.create(anneal_updates=4),
+                                resume=checkpoint.read_bytes())
+    resumed = {r["update"]: r["members"]["lr"] for r in read_jsonl(tmp_path / "metrics.jsonl") if r["update"] > 2}
+    assert resumed[3] == pytest.approx([lr * (1 - 2 / 4) for lr in LRS], rel=1e-5)
+    assert resumed[4] == pytest.approx([lr * (1 - 3 / 4) for lr in LRS], rel=1e-5)
+    assert [session.population.values(m)["anneal_updates"] for m in range(3)] == [4, 4, 4]
 
 
 def test_edits_to_members_are_refused_in_one_event_when_bad(tmp_path):

@@ -94,6 +94,21 @@ async def test_widgets_show_the_session_values(tmp_path):
     await run_scenario(fake, tmp_path, scenario)
 
 
+@pytest.mark.parametrize("actions", ["discrete", "continuous"])
+async def test_static_panel_lists_only_the_keys_of_the_envs_actions(tmp_path, actions):
+    fake = FakeSession()
+    fake.actions = actions
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 3)
+        await until(pilot, lambda: app.dashboard.hparams_panel.actions == actions)
+        static = str(app.dashboard.query_one("#hp-static").content)
+        assert "num_envs" in static
+        assert ("log_std_init" in static) == (actions == "continuous"), static
+
+    await run_scenario(fake, tmp_path, scenario)
+
+
 @pytest.mark.parametrize("kind, message, shown", [
     ("compiled", "compiled in 3.8 s", "[    7] compiled  in 3.8 s"),
     ("rolled back", "rolled back from update 9", "[    7] rolled back from update 9"),

@@ -9,7 +9,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from rltui.session import SessionEvent
-from rltui.session.events import repeats_an_edit
+from rltui.session.events import repeats_another_event
 
 # Content styles by event kind; theme variables, so a theme change recolours the log.
 _KIND_STYLES = {
@@ -58,7 +58,7 @@ class EventsLog(VerticalScroll):
         self.border_title = "events"
 
     def add(self, event: SessionEvent) -> None:
-        if repeats_an_edit(event):
+        if repeats_another_event(event):
             return
         follow = self.is_vertical_scroll_end or not self.lines
         self.events.append(event)

@@ -31,6 +31,8 @@ class HParamsPanel(VerticalScroll):
     pending: reactive[Mapping[str, float]] = reactive(dict)
     # A population: the keys whose values differ between members (shown in the leaderboard).
     per_member: reactive[tuple[str, ...]] = reactive(tuple)
+    # "discrete" or "continuous" once the run's env is built: static keys of the other kind go.
+    actions: reactive[str | None] = reactive(None)
 
     def __init__(self, config: RunConfig, **kwargs):
         super().__init__(**kwargs)
@@ -41,14 +43,21 @@ class HParamsPanel(VerticalScroll):
         # One line per field from the start: later updates skip the layout pass.
         yield Static("\n".join(self.fields), id="hp-dynamic", markup=False)
         yield Label("static: restart to change", id="hp-static-title")
+        yield Static(self._static_text(), id="hp-static", markup=False)
+
+    def _static_text(self) -> str:
         # Long names (checkpoint_every_updates) run over rather than push every value right.
         width = min(16, max(len(k) for k in KEYS))
-        lines = [
+        return "\n".join(
             f"{key:<{width}} {_static_value(getattr(self.config, key))}"
             for key, info in KEYS.items()
-            if not info.live and info.reads(self.config.algo) and (self.config.sweep or key not in POPULATION_KEYS)
-        ]
-        yield Static("\n".join(lines), id="hp-static", markup=False)
+            if not info.live and info.matters_for(self.config.algo, self.actions)
+            and (self.config.sweep or key not in POPULATION_KEYS)
+        )
+
+    def watch_actions(self) -> None:
+        if self.is_mounted:
+            self.query_one("#hp-static", Static).update(self._static_text())
 
     def on_mount(self) -> None:
         self.border_title = "hyperparameters (e: edit)"
