@@ -309,6 +309,8 @@ def run_headless(
     interrupts = []
 
     def on_signal(signum, frame):
+        if session.wound_up:
+            return  # the end is written already: stopping or quitting now would only misreport it
         if signum == signal.SIGINT and interrupts and not second_interrupt_quits:
             console.print(Text("Still stopping at the next chunk boundary…", style="yellow"))
             return

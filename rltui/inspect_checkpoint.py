@@ -81,19 +81,31 @@ def info_record(path: Path, data: bytes, metadata: dict) -> dict[str, Any]:
         "edits": list(metadata.get("edits", [])),
         "versions": dict(metadata.get("versions", {})),
         "population": population_record(metadata.get("population"), config, applies,
-                                        final=metadata.get("reason") == "final"),
+                                        ended=how_it_ended(metadata, config)),
     }
+
+
+def how_it_ended(metadata: dict[str, Any], config: dict[str, Any]) -> str | None:
+    """For a run's final checkpoint: "finished" when it reached its total_timesteps (in
+    whole updates, as launch counts them), else "stopped"; None for any other checkpoint."""
+    if metadata.get("reason") != "final":
+        return None
+    update, steps, total = metadata.get("update"), metadata.get("env_steps"), config.get("total_timesteps")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (update, steps, total)):
+        return "finished"  # cannot tell: as the checkpoint says, its final
+    return "finished" if update >= max(1, total // max(1, steps // update)) else "stopped"
 
 
 PBT_KEYS = ("pbt_every_updates", "pbt_fraction", "pbt_perturb", "pbt_metric", "pbt_keys")
 
 
 def population_record(saved: Any, config: dict[str, Any], applies: set[str], *,
-                      final: bool = False) -> dict[str, Any] | None:
+                      ended: str | None = None) -> dict[str, Any] | None:
     """A population's members as the checkpoint saved them (None for one configuration):
     `keys` are the hyperparameters that differ between members (the swept ones first),
     each member's `values` every hyperparameter it trains with (config names and values).
-    In a run's final checkpoint a member still training when the run ended is finished."""
+    In a run's final checkpoint (`ended`: "finished" at its total, or "stopped" before it) a
+    member still training when the run ended is in that state."""
     from rltui.config import hparams_as_config
 
     if not isinstance(saved, dict) or not isinstance(saved.get("members"), list):
@@ -105,7 +117,7 @@ def population_record(saved: Any, config: dict[str, Any], applies: set[str], *,
         members.append({
             "member": m,
             "values": {k: v for k, v in hparams_as_config(values).items() if k in applies},
-            "state": "finished" if final and member.get("state", "training") == "training"
+            "state": ended if ended and member.get("state", "training") == "training"
             else member.get("state", "training"),
             "parent": member.get("parent"),
             "latest_return": member.get("latest_return"),

@@ -121,6 +121,9 @@ class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, Population
         self._failing = False
         self.nonfinite = False
         self.stopped_early = False
+        # Set once the final checkpoint is written and the end recorded: from then on the
+        # run's files are complete, and nothing is left that an abort could save.
+        self.wound_up = False
         self.start_update = 0  # where this session's training began (a resume's checkpoint)
         self._evaluation = evaluation if evaluation is not None and evaluator is not None else EvaluationPolicy()
         self._evaluator = evaluator
@@ -242,6 +245,7 @@ class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, Population
                 self._event("finished", f"stopped at update {self._updates_done}", **failed)
             else:
                 self._event("finished", f"finished {self._updates_done} updates", **failed)
+            self.wound_up = True
             self._set_state(SessionState.FINISHED)
         except BaseException as exc:  # noqa: BLE001 - any failure, even SystemExit, becomes the ERROR state
             self._fail(exc)

@@ -469,8 +469,25 @@ class Fake:
     def describe(self):
         return {}
 
+class CtrlCAtTheEnd:
+    # Two Ctrl+C once the end is written, before the process exits: the main thread
+    # handles them while this (the session thread) waits.
+    def on_state(self, state, message):
+        if state.value == "finished":
+            import os, signal
+            for _ in range(2):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.2)
+            time.sleep(0.3)
+    def on_metrics(self, snapshot):
+        pass
+    def on_event(self, event):
+        pass
+
 mode, run_dir = sys.argv[1], Path(sys.argv[2])
 session = TrainingSession(Fake(mode), DynamicHParams.create(), 6)
+if mode == "late-ctrl-c":
+    session.add_listener(CtrlCAtTheEnd())
 sys.exit(run_headless(session, run_dir, on_abort=lambda: (run_dir.parent / "aborted").touch(),
                       second_interrupt_quits=mode != "slow-api"))
 """
@@ -568,6 +585,17 @@ def test_for_the_python_api_a_second_ctrl_c_still_waits_for_the_boundary(tmp_pat
     assert "Ctrl+C again" not in stderr and "Aborted" not in stderr, stderr
     assert not (tmp_path / "aborted").exists()
     assert proc.returncode != 130, stderr
+
+
+def test_ctrl_c_twice_after_the_final_checkpoint_leaves_the_run_finished(tmp_path):
+    # The run's end is written: two Ctrl+C from an impatient user change nothing of it.
+    run_dir = tmp_path / "r"
+    result = fake_headless(tmp_path, "late-ctrl-c", str(run_dir))
+    assert result.returncode == 0, result.stderr
+    assert "Finished after 6 updates" in result.stderr
+    assert "Aborted" not in result.stderr and "Stopping" not in result.stderr, result.stderr
+    assert not (tmp_path / "aborted").exists()
+    assert not (run_dir / "events.jsonl").exists()  # no "aborted" event (this fake session records none)
 
 
 def test_headless_second_ctrl_c_quits_at_once_and_cleans_up(tmp_path):

@@ -254,3 +254,17 @@ def test_info_counts_a_populations_seeds_in_words():
     assert render_population(population_record(saved, {}, {"lr"}))[0] == "population   2 members x 1 seed"
     saved["num_seeds"] = 3
     assert render_population(population_record(saved, {}, {"lr"}))[0] == "population   2 members x 3 seeds"
+
+
+@pytest.mark.parametrize("update,reason,state", [(8, "final", "finished"), (5, "final", "stopped"),
+                                                 (5, "periodic", "training")])
+def test_info_says_whether_a_populations_run_finished_or_was_stopped(update, reason, state):
+    # total_timesteps 1024 at 128 env steps an update: 8 updates. Stopped at update 5, the
+    # final checkpoint's training members are stopped, not finished; a periodic one's train on.
+    from rltui.inspect_checkpoint import how_it_ended, population_record
+
+    metadata = {"reason": reason, "update": update, "env_steps": 128 * update}
+    config = {"total_timesteps": 1024}
+    saved = {"members": [{"values": {"lr": 1e-3}}, {"values": {"lr": 3e-3}, "state": "frozen"}], "num_seeds": 1}
+    record = population_record(saved, config, {"lr"}, ended=how_it_ended(metadata, config))
+    assert [m["state"] for m in record["members"]] == [state, "frozen"]

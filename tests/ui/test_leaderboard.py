@@ -129,6 +129,21 @@ async def test_rows_show_each_member_sorted_by_latest(tmp_path):
         assert lr_line.split(None, 1)[1] == "per member"
 
 
+async def test_once_the_run_is_stopped_training_members_say_so(tmp_path):
+    from rltui.session import Stop
+
+    fake = PopulationFake()
+    fake.view_options = {"states": {4: MemberState.FROZEN}}
+    app = make_app(tmp_path, fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        board = await started(app, pilot, fake)
+        fake.submit(Stop())
+        await until(pilot, lambda: board.ended == "stopped")
+        rows = {int(r[0]): r for r in board.row_texts()}
+        assert rows[4][-2] == "frozen"  # the user's freeze stays as it was
+        assert [rows[m][-2] for m in (0, 1, 2, 3, 5)] == ["stopped"] * 5
+
+
 def fmt(value: float) -> str:
     from rltui.ui.format import fmt_value
 

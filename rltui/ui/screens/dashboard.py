@@ -191,6 +191,9 @@ class DashboardScreen(Screen):
     def show_state(self, state: SessionState, message: str | None, pending: str | None,
                    ending: str | None = None) -> None:
         self.status.show_state(state, message, pending, ending)
+        if self.population:
+            # Members still training when the run ended show how it ended (as `rltui info` does).
+            self.leaderboard.ended = ending if ending in ("finished", "stopped") else None
 
     def add_event(self, event: SessionEvent) -> None:
         self.events_log.add(event)

@@ -98,6 +98,7 @@ class Leaderboard(DataTable):
         self.can_focus = False  # until the dashboard shows it (a population)
         self.evaluating = evaluating  # the run evaluates: an eval column, and eval as a sort key
         self.view: PopulationView | None = None
+        self._ended: str | None = None  # "finished" or "stopped": how the run ended, once it has
         self.selected: set[int] = set()
         self._columns: tuple[Column, ...] = ()
 
@@ -135,6 +136,17 @@ class Leaderboard(DataTable):
     def row_texts(self) -> list[list[str]]:
         """Every row as the cells' text, top first."""
         return [[str(cell) for cell in self.get_row_at(row)] for row in range(self.row_count)]
+
+    @property
+    def ended(self) -> str | None:
+        return self._ended
+
+    @ended.setter
+    def ended(self, how: str | None) -> None:
+        if how != self._ended:
+            self._ended = how
+            if self.view is not None:
+                self.show(self.view)
 
     # --- updates ------------------------------------------------------------------------
     def show(self, view: PopulationView) -> None:
@@ -181,6 +193,8 @@ class Leaderboard(DataTable):
         return cells
 
     def _state_text(self, state: MemberState) -> Text:
+        if state is MemberState.TRAINING and self._ended:
+            return Text(self._ended, no_wrap=True, end="")
         theme = self.app.current_theme
         colour = {MemberState.TRAINING: theme.success, MemberState.FROZEN: theme.warning,
                   MemberState.DIVERGED: theme.error}.get(state)
