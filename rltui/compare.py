@@ -270,7 +270,7 @@ def summary_table(summaries: Sequence[RunSummary], metric: str, threshold: float
 
 
 def group_table(runs: Sequence[RunData], key: str, metric: str, statistic: str) -> str:
-    groups = group_by(runs, key)
+    groups = group_by(runs, key, metric)
     header = ["group", "runs", f"{FINAL} {metric} ({statistic})", "95% CI", f"best {metric} ({statistic})"]
     rows = []
     for value, members in groups.items():
@@ -283,14 +283,32 @@ def group_table(runs: Sequence[RunData], key: str, metric: str, statistic: str) 
     return render_table(header, rows, {1, 2, 4})
 
 
-def group_by(runs: Sequence[RunData], key: str) -> dict[Any, list[RunData]]:
+def group_by(runs: Sequence[Any], key: str, metric: str | None = None) -> dict[Any, list[Any]]:
     """Runs by their value of config key `key`, in order of first appearance; lists are
-    made hashable as tuples."""
-    groups: dict[Any, list[RunData]] = {}
+    made hashable as tuples. With `metric`, a population is compared by its best member
+    (`compared_column`), and so grouped by that member's value of `key`."""
+    groups: dict[Any, list[Any]] = {}
     for run in runs:
         value = run.config.get(key)
+        if metric is not None and isinstance(run, RunData) and run.num_members:
+            value = _best_members_value(run, key, metric, value)
         groups.setdefault(tuple(value) if isinstance(value, list) else value, []).append(run)
     return groups
+
+
+def _best_members_value(run: RunData, key: str, metric: str, default: Any) -> Any:
+    """The value of `key` the population's best member trains with (as population.jsonl last
+    recorded it), in six significant figures as a config holds it; `default` for a key
+    members do not hold."""
+    from rltui.config import hparams_as_config
+
+    best = compared_column(run, metric).member
+    row = next((r for r in run.member_table() if r.get("member") == best), None)
+    values = row.get("values") if row is not None else None
+    if not isinstance(values, dict) or not isinstance(values.get(key), (int, float)):
+        return default
+    value = hparams_as_config({key: values[key]}).get(key, values[key])
+    return value if isinstance(value, bool) else float(f"{value:.6g}")
 
 
 def wants_colour(stream) -> bool:
@@ -325,7 +343,7 @@ def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | No
         plt.plotsize(width or 100, height or 25)
     xs: list[float] = []  # each curve's first and last env steps
     if group:
-        for index, (value, members) in enumerate(group_by(runs, group).items()):
+        for index, (value, members) in enumerate(group_by(runs, group, metric).items()):
             curves = []
             for run in members:
                 steps, values, _ = compared_column(run, metric)

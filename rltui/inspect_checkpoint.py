@@ -17,15 +17,15 @@ def _load(path_arg: str, command: str | None = None) -> tuple[Path, bytes, dict]
     from trainers.checkpoint import CheckpointError
 
     try:
-        return load_verified_checkpoint(Path(path_arg), "checkpoint")
+        return load_verified_checkpoint(Path(path_arg), "checkpoint", command)
     except LaunchError as err:
-        raise CheckpointError(folder_of_runs_hint(Path(path_arg), command) or str(err)) from None
+        raise CheckpointError(str(err)) from None
 
 
-def folder_of_runs_hint(path: Path, command: str | None, shown: int = 3) -> str | None:
+def folder_of_runs_hint(path: Path, command: str | None, shown: int = 3, flag: str = "checkpoint") -> str | None:
     """For a directory that is no run and holds no checkpoints but holds runs (runs/, say):
     one line saying so and naming a few, those with checkpoints first; None for anything
-    else."""
+    else. `command` ("info", "launch --resume"): what the line says to type."""
     from rltui.export import is_run_dir
     from rltui.session.checkpoints import CheckpointStore
 
@@ -40,7 +40,7 @@ def folder_of_runs_hint(path: Path, command: str | None, shown: int = 3) -> str 
     runs.sort(key=lambda p: CheckpointStore.for_run(p).latest() is None)  # stable: by name within each
     names = ", ".join(p.name for p in runs[:shown]) + (", ..." if len(runs) > shown else "")
     pick = f"rltui {command} {path / 'NAME'}" if command else str(path / "NAME")
-    return f"checkpoint: {path} is a folder of runs; pick one: {pick} ({names})"
+    return f"{flag}: {path} is a folder of runs; pick one: {pick} ({names})"
 
 
 def _fail(message: str) -> int:

@@ -43,7 +43,7 @@ def _config_and_resume(args) -> tuple[RunConfig, VerifiedCheckpoint | None, dict
         if "total_timesteps" in {**file_values, **overrides}:
             _say_total_rounding(config)
         return config, None, preset
-    resume = load_verified_checkpoint(Path(args.resume), "--resume")
+    resume = load_verified_checkpoint(Path(args.resume), "--resume", "launch --resume")
     config = resumed_config(resume, {**file_values, **overrides})
     if "total_timesteps" in {**file_values, **overrides}:
         _say_total_rounding(config)

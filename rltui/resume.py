@@ -25,16 +25,18 @@ class VerifiedCheckpoint(NamedTuple):
     metadata: dict
 
 
-def load_verified_checkpoint(path: Path, flag: str) -> VerifiedCheckpoint:
+def load_verified_checkpoint(path: Path, flag: str, command: str | None = None) -> VerifiedCheckpoint:
     """Read and verify (format, version, checksum) a checkpoint file, or the newest valid
-    checkpoint of a run directory, skipping damaged ones with a warning."""
+    checkpoint of a run directory, skipping damaged ones with a warning. A folder of runs
+    is named as one, with what to type (`command`, "launch --resume" say) for one of them."""
+    from rltui.inspect_checkpoint import folder_of_runs_hint
     from rltui.session.checkpoints import CheckpointStore, resolve_checkpoint
     from trainers.checkpoint import CheckpointError, verify
 
     try:
         candidates = [resolve_checkpoint(path)]
     except OSError as err:
-        raise LaunchError(f"{flag}: {err}") from None
+        raise LaunchError(folder_of_runs_hint(path, command, flag=flag) or f"{flag}: {err}") from None
     if path.is_dir():
         stores = (CheckpointStore.for_run(path), CheckpointStore(path))
         candidates = next((s.paths()[::-1] for s in stores if s.paths()), candidates)

@@ -53,6 +53,11 @@ def _connect(run_dir: Path, timeout: float) -> socket.socket:
         raise AttachError(f"{run_dir}: no such run directory")
     path = find_socket(run_dir)
     if path is None:
+        live = _listening_runs_in(run_dir)
+        if live:
+            names = ", ".join(p.name for p in live[:3]) + (", ..." if len(live) > 3 else "")
+            raise AttachError(f"{run_dir} is a folder of runs; pick one: rltui attach {run_dir / 'NAME'} ({names} "
+                              f"{'is' if len(live) == 1 else 'are'} listening)")
         raise AttachError(f"{run_dir}: no run is listening there (no control socket: it has ended, or not started)")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
@@ -70,6 +75,28 @@ def _connect(run_dir: Path, timeout: float) -> socket.socket:
         sock.close()
         raise AttachError(f"{path}: cannot connect: {err.strerror or err}") from None
     return sock
+
+
+def _listening_runs_in(folder: Path) -> list[Path]:
+    """The runs directly under `folder` whose control socket accepts, by name (a socket left
+    over by a run that ended refuses)."""
+    def listening(run_dir: Path) -> bool:
+        path = find_socket(run_dir)
+        if path is None:
+            return False
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(1.0)
+            try:
+                probe.connect(str(path))
+            except OSError:
+                return False
+        return True
+
+    try:
+        candidates = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return []
+    return [p for p in candidates if listening(p)]
 
 
 def connect_retrying(sock: socket.socket, path: Path | str, timeout: float) -> None:

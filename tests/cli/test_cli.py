@@ -859,7 +859,7 @@ def test_checkpoint_with_nan_params_is_reported_and_refused(tmp_path, tiny_run):
     assert {p: p.read_bytes() for p in path.parents[1].rglob("*") if p.is_file()} == files
 
 
-@pytest.mark.parametrize("command", ["info", "eval"])
+@pytest.mark.parametrize("command", ["info", "eval", "launch --resume"])
 def test_info_of_a_folder_of_runs_says_so_and_names_some(tmp_path, capsys, command):
     # `rltui info runs`: not "runs holds no checkpoints" but what runs is and what to type.
     from test_export import make_run
@@ -872,11 +872,13 @@ def test_info_of_a_folder_of_runs_says_so_and_names_some(tmp_path, capsys, comma
     (runs / "b" / "checkpoints").mkdir()
     (runs / "b" / "checkpoints" / "checkpoint-000000002.msgpack").write_bytes(b"")  # b first: it has one
     (runs / "notes").mkdir()  # no run: not named
-    assert main([command, str(runs)]) == 2
+    flag = "--resume" if command.startswith("launch") else "checkpoint"
+    extra = ["--no-ui"] if command.startswith("launch") else []
+    assert main([*command.split(), str(runs), *extra]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        f"rltui: error: checkpoint: {runs} is a folder of runs; pick one: rltui {command} {runs / 'NAME'} (b, a)"]
-    assert main([command, str(runs / "a")]) == 2  # a run without checkpoints says just that
-    assert capsys.readouterr().err.splitlines() == [f"rltui: error: checkpoint: {runs / 'a'} holds no checkpoints"]
+        f"rltui: error: {flag}: {runs} is a folder of runs; pick one: rltui {command} {runs / 'NAME'} (b, a)"]
+    assert main([*command.split(), str(runs / "a"), *extra]) == 2  # a run without checkpoints says just that
+    assert capsys.readouterr().err.splitlines() == [f"rltui: error: {flag}: {runs / 'a'} holds no checkpoints"]
 
 
 def test_info_says_whether_the_checksum_covers_the_metadata(tmp_path, tiny_run):

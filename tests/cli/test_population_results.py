@@ -174,6 +174,20 @@ def test_runs_view_row_and_overlay_of_a_population(tmp_path):
     assert [line.label for line in overlay([single], "episode_return").lines] == ["single"]
 
 
+def test_compare_groups_a_population_by_its_best_members_value(tmp_path, capsys):
+    # The population's best member (2) trains at lr 0.003, not at the config's base 0.00025:
+    # grouped by lr, it joins a single run at 0.003, and no group is labelled 0.00025.
+    from test_export import make_run
+
+    population = make_population_run(tmp_path / "pop")
+    single = make_run(tmp_path / "single", UPDATES, config={"lr": 0.003})
+    assert main(["compare", str(population), str(single), "--group-by", "lr", "--plot"]) == 0
+    out = capsys.readouterr().out
+    groups = [line.split() for line in out.splitlines() if line.startswith("lr=")]
+    assert [g[:2] for g in groups] == [["lr=0.003", "2"]], out
+    assert "lr=0.003 (2)" in out  # the plot's band
+
+
 # --- info: a real checkpoint of a tiny population -------------------------------------------
 
 TINY = ["--set", "num_envs=4", "--set", "num_steps=32", "--set", "num_minibatches=2", "--set", "update_epochs=1",

@@ -238,6 +238,20 @@ def test_attach_with_nothing_to_attach_to_is_one_line_and_exit_2(tmp_path):
         assert len(lines) == 1 and lines[0].startswith("rltui: error: ") and expected in lines[0], result.stderr
 
 
+def test_attach_to_a_folder_of_runs_names_the_listening_ones(tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "ended").mkdir(parents=True)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(runs / "ended" / SOCKET_NAME))  # left over: refuses
+    stale.close()
+    (runs / "live").mkdir()
+    with served(runs / "live"):
+        result = rltui(["attach", str(runs)], tmp_path, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"rltui: error: {runs} is a folder of runs; pick one: rltui attach {runs / 'NAME'} (live is listening)"]
+
+
 def _run_in_a_terminal(argv: list[str], cwd: Path, until: bytes, keys: bytes, timeout: float = 60,
                        size: tuple[int, int] = (100, 30)) -> tuple[int, str]:
     """Run `rltui argv` on a pseudo-terminal, type `keys` once `until` is on screen."""
