@@ -124,7 +124,7 @@ def population_return_text(view) -> str:
     latest = [(m.latest_return, m.index) for m in view.members if m.latest_return is not None]
     if not latest:
         return "—"
-    best, index = max(latest)
+    best, index = max(latest, key=lambda pair: (pair[0], -pair[1]))  # a tie: the lowest index, as info says
     mean = sum(value for value, _ in latest) / len(latest)
     return f"{mean:.1f} (mean of {len(latest)} members; best {best:.1f}, member {index})"
 

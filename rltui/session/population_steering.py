@@ -42,6 +42,9 @@ class PopulationSteering:
                 self.backend.clone(population.agent_sources(replacements))
                 self._params_version += 1
                 self._population_event("pbt", _replaced(population, replacements), replacements=replacements)
+            else:
+                self._population_event("pbt_skipped", "PBT step: no member scored better than the ones it would "
+                                       "replace (a tie, or no episode finished); nothing replaced")
         if population.all_stopped() and self.state is SessionState.RUNNING:
             self._event("paused", "every member is frozen: paused; thaw one (or resume) to go on")
             self._set_state(SessionState.PAUSED, "every member is frozen")

@@ -181,3 +181,21 @@ def test_a_member_edit_is_one_line_not_two():
     listener.on_event(SessionEvent("population", 9, "froze member 2", 0.2, {"action": "freeze"}))
     lines = out.getvalue().splitlines()
     assert lines == ["[update 7] set lr -> 0.0005 for member 1", "[update 9] froze member 2"]
+
+
+def test_a_tie_at_the_top_names_the_member_info_stars():
+    # Every member at CartPole's 500: the summary, the member list and `rltui info` all
+    # name the lowest index as the best.
+    from types import MappingProxyType
+
+    from rltui.headless import population_lines, population_return_text
+    from rltui.inspect_checkpoint import population_record
+    from rltui.session.population import MemberState, MemberView, PopulationView
+
+    members = tuple(MemberView(m, MappingProxyType({"lr": 1e-3 * (m + 1)}), MemberState.TRAINING, 500.0, 500.0,
+                               None, (), None) for m in range(3))
+    view = PopulationView(keys=("lr",), num_seeds=1, members=members)
+    assert population_return_text(view) == "500.0 (mean of 3 members; best 500.0, member 0)"
+    assert population_lines(view)[0].split()[:2] == ["member", "0"]
+    saved = {"members": [{"values": {"lr": m.values["lr"]}, "latest_return": 500.0} for m in members]}
+    assert population_record(saved, {}, {"lr"})["best_member"] == 0

@@ -105,9 +105,14 @@ def test_freeze_edit_and_clone_reach_the_chosen_members_only(tmp_path):
 def test_pbt_replaces_the_worst_with_perturbed_clones_and_records_the_lineage(tmp_path):
     pbt = PBTPolicy(every_updates=4, fraction=0.34, perturb=(0.5, 2.0), seed=3)
     session, events = run_population(tmp_path, 12, pbt=pbt, lrs=(1e-5, 1e-3, 3e-2))
-    steps = [line for line in read_jsonl(tmp_path / "population.jsonl") if line["action"] == "pbt"]
-    # Members start alike (same seeds), so an early step may find nothing better to exploit.
+    lines = read_jsonl(tmp_path / "population.jsonl")
+    steps = [line for line in lines if line["action"] == "pbt"]
+    # Members start alike (same seeds), so an early step may find nothing better to exploit;
+    # such a step is recorded too, as one that replaced nothing.
     assert [s["update"] for s in steps] and all(s["update"] % 4 == 0 for s in steps)
+    skipped = [line for line in lines if line["action"] == "pbt_skipped"]
+    assert all(s["replacements"] == [] for s in skipped)
+    assert {4, 8} <= {s["update"] for s in steps + skipped}
     for step in steps:
         (change,) = step["replacements"]
         assert change["target"] != change["source"]
@@ -116,6 +121,16 @@ def test_pbt_replaces_the_worst_with_perturbed_clones_and_records_the_lineage(tm
         assert table[change["target"]]["values"]["lr"] == pytest.approx(change["values"]["lr"])
         ratio = change["values"]["lr"] / table[change["source"]]["values"]["lr"]
         assert min(abs(ratio - 0.5), abs(ratio - 2.0)) < 1e-5
+
+
+def test_a_pbt_step_with_nothing_better_to_exploit_is_recorded(tmp_path):
+    # Alike members (same seeds, same lr) score alike: each step replaces nothing, and says so.
+    pbt = PBTPolicy(every_updates=1, fraction=0.34)
+    session, events = run_population(tmp_path, 2, pbt=pbt, lrs=(1e-3, 1e-3, 1e-3))
+    skipped = [line for line in read_jsonl(tmp_path / "population.jsonl") if line["action"] == "pbt_skipped"]
+    assert [s["update"] for s in skipped] == [1, 2] and all(s["replacements"] == [] for s in skipped)
+    assert "nothing replaced" in skipped[0]["message"]
+    assert not [line for line in read_jsonl(tmp_path / "population.jsonl") if line["action"] == "pbt"]
 
 
 def test_a_diverging_member_is_frozen_and_reported_while_the_others_go_on(tmp_path):

@@ -214,6 +214,8 @@ async def test_c_clones_the_cursor_member_into_the_selection_with_a_factor(tmp_p
         assert dialog.targets == (0, 5)
         await pilot.press("ctrl+a", "ctrl+k", "x", "enter")  # a bad factor: one line in the dialog
         assert "factor: not a number" in dialog.error_text and "\n" not in dialog.error_text
+        await pilot.press("ctrl+a", "ctrl+k", "enter")  # cleared: refused, not taken for 1.0
+        assert dialog.error_text == "factor: empty; type a positive number, 1.0 for an exact copy"
         assert fake.commands_of(CloneMember) == []
         await pilot.press("ctrl+a", "ctrl+k", "1", ".", "2", "enter")
         await until(pilot, lambda: fake.commands_of(CloneMember))

@@ -42,7 +42,9 @@ def parse_targets(text: str, source: int, num_members: int) -> tuple[int, ...]:
 
 
 def parse_factor(text: str) -> float:
-    text = text.strip() or "1.0"
+    text = text.strip()
+    if not text:  # cleared by accident: never a silent exact copy
+        raise CloneError("factor: empty; type a positive number, 1.0 for an exact copy")
     try:
         factor = float(text)
     except ValueError:
