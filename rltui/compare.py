@@ -150,17 +150,27 @@ def steps_to(steps: Sequence[int], values: Sequence[float], threshold: float) ->
 
 
 def config_differences(base: dict[str, Any], config: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(
-        f"{key}={_show(config.get(key, '(unset)'))}"
-        for key in sorted(set(base) | set(config))
-        if base.get(key) != config.get(key)
-    )
+    """"key=value" for each key whose value differs, as `--set` writes it: a table's
+    entries as dotted keys (sweep.lr=[0.0001,0.001])."""
+    out = []
+    for key in sorted(set(base) | set(config)):
+        before, after = base.get(key), config.get(key)
+        if before == after:
+            continue
+        if isinstance(before, dict) or isinstance(after, dict):
+            before, after = before if isinstance(before, dict) else {}, after if isinstance(after, dict) else {}
+            out += [f"{key}.{d.split('=', 1)[0]}={d.split('=', 1)[1]}" for d in config_differences(before, after)]
+        else:
+            out.append(f"{key}={_show(config.get(key, '(unset)'))}")
+    return tuple(out)
 
 
 def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:g}"
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return "[" + ",".join(_show(v) for v in value) + "]"
     return str(value)
 

@@ -46,6 +46,7 @@ from trainers.keys import (
     Table,
     closest,
     quote,
+    shorten,
 )
 
 
@@ -351,9 +352,11 @@ def resume_config(
     original = build_config(base, use_preset=False)
     for key, value in overrides.items():
         if key not in RESUMABLE_KEYS and coerce_value(key, value) != getattr(original, key):
+            from rltui.config_toml import show_setting
+
             raise ConfigError(
-                f"{key}: cannot change when resuming (the checkpoint was made with {quote(getattr(original, key))}); "
-                "start a new run instead"
+                f"{key}: cannot change when resuming (the checkpoint was made with "
+                f"{shorten(show_setting(getattr(original, key)))}); start a new run instead"
             )
     return build_config(base, overrides, use_preset=False)
 

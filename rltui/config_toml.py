@@ -122,3 +122,16 @@ def dump_toml(config: RunConfig) -> str:
     import tomli_w
 
     return tomli_w.dumps(config.to_toml_dict())
+
+
+def show_setting(value: Any) -> str:
+    """A configuration value as the reports show it: true/false, floats short."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(show_setting(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {show_setting(v)}" for k, v in value.items()) + "}"
+    return str(value)

@@ -145,6 +145,7 @@ def population_record(saved: Any, config: dict[str, Any], applies: set[str], *,
 def render_info(record: dict[str, Any]) -> str:
     """`info_record` as a report: the facts first (one per line, a name then its value),
     then the hyperparameters, the configuration, the edits and the versions, in sections."""
+    from rltui.config_toml import show_setting
     from rltui.ui.format import fmt_duration
 
     elapsed = record["elapsed_seconds"]
@@ -201,6 +202,8 @@ def render_info(record: dict[str, Any]) -> str:
 
 def render_population(population: dict[str, Any]) -> list[str]:
     """The population's lines: its size, sweep and PBT, then one row per member."""
+    from rltui.config_toml import show_setting
+
     seeds = population["num_seeds"]
     lines = [f"population   {population['num_members']} members x {seeds} seed{'s' if seeds != 1 else ''}"]
     if population["sweep"]:
@@ -228,19 +231,6 @@ def render_population(population: dict[str, Any]) -> list[str]:
 
 def _return(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "—"
-
-
-def show_setting(value: Any) -> str:
-    """A configuration value as the reports show it: true/false, floats short."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(show_setting(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} = {show_setting(v)}" for k, v in value.items()) + "}"
-    return str(value)
 
 
 def cmd_info(args) -> int:

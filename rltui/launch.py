@@ -55,7 +55,7 @@ def _config_and_resume(args) -> tuple[RunConfig, VerifiedCheckpoint | None, dict
 def _say_preset(preset: dict) -> None:
     """One line naming the settings presets.toml gave a new run (only those that differ from
     the defaults), and how to train without them."""
-    from rltui.inspect_checkpoint import show_setting
+    from rltui.config_toml import show_setting
     from rltui.presets import describe
 
     values = ", ".join(f"{key} {show_setting(value)}" for key, value in preset["settings"].items())

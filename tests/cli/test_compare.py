@@ -174,3 +174,12 @@ def test_a_huge_run_loads_quickly(tmp_path):
     assert len(data.records) == 100_000 and steps[-1] == 100_000 * STEPS
     assert seconds < 10  # a generous bound for a shared CI machine; docs/loggers.md states the figure
     assert np.isfinite(values).all()
+
+
+def test_config_differences_read_as_set_items():
+    from rltui.compare import config_differences
+
+    base = {"lr": 1e-3, "anneal_lr": True, "hidden_sizes": [64, 64]}
+    other = {"lr": 1e-3, "anneal_lr": False, "hidden_sizes": [32], "sweep": {"lr": "loguniform(1e-5,1e-2)"}}
+    assert config_differences(base, other) == (
+        "anneal_lr=false", "hidden_sizes=[32]", "sweep.lr=loguniform(1e-5,1e-2)")

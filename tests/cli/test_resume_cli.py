@@ -326,6 +326,8 @@ def test_resume_refuses_shape_changes(work, cache, run_b, key, value):
     result = rltui(["launch", "--no-ui", "--resume", snapshot, "--set", f"{key}={value}"], work, cache, timeout=120)
     line = assert_one_line_error(result, "resum")
     assert line.startswith(f"rltui: error: {key}:"), line
+    if key == "hidden_sizes":  # the value as a config file writes it, not Python's (16,)
+        assert "(the checkpoint was made with [16])" in line, line
     assert (snapshot / "metrics.jsonl").read_bytes() == metrics
     assert (snapshot / "config.toml").read_bytes() == config
 
