@@ -30,6 +30,8 @@ IMPORT_PATH = re.compile(rf"^{_NAME}(\.{_NAME})*:{_NAME}(\.{_NAME})*$")
 OBJECT_PREFIX = "object:"
 INTERFACE = ("reset", "step", "observation_space", "action_space")
 TRACING_HINT = "Python control flow on traced values (an if, while or int() on an array; use jnp.where or jax.lax.cond)"
+PYTREE_HINT = ("params and states must be JAX pytrees of arrays and numbers: a flax.struct.dataclass, a NamedTuple "
+               "or a dict (a plain @dataclass is not one)")
 
 
 class EnvImportError(ValueError):
@@ -237,6 +239,12 @@ def traced_failure(err: BaseException, what: str, origin: str) -> EnvImportError
     if isinstance(err, tracer_errors):
         return EnvImportError(
             f"env: {origin}'s {what} cannot be traced by JAX{at}: {TRACING_HINT} ({type(err).__name__})"
+        )
+    if isinstance(err, TypeError) and "as an abstract array" in str(err):
+        found = re.search(r"of type <class '([^']+)'>", str(err))
+        kind = f" ({found.group(1)})" if found else ""
+        return EnvImportError(
+            f"env: {origin}'s {what} was given a value JAX cannot pass{kind}: {PYTREE_HINT}"
         )
     return EnvImportError(f"env: {origin}'s {what} raised {_one_line(err)}{at}")
 

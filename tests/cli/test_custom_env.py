@@ -131,6 +131,8 @@ def test_eval_of_a_custom_env_run_imports_its_module_and_says_so(trained):
 # --- bad input: one line, exit code 2, nothing written --------------------------------------
 
 BAD_MODULE = '''
+import dataclasses
+
 import jax.numpy as jnp
 from gymnax.environments import spaces
 from test_custom_env import Bandit, BanditParams
@@ -167,6 +169,15 @@ class TwoActionSets(Bandit):
 
 def raises(arms=2):
     raise ValueError("arms must be positive\\nmore detail")
+
+
+@dataclasses.dataclass
+class PlainParams:
+    arms: int = 2
+
+
+class PlainDataclassParams(Bandit):
+    default_params = PlainParams()
 '''
 
 BAD_INPUTS = {
@@ -180,9 +191,13 @@ BAD_INPUTS = {
                 "env: bad_envs:NoStep gave a NoStep, which has no step method (an environment needs reset, step, "
                 "observation_space, action_space and default_params, as gymnax's do)")),
     "not traceable": ("bad_envs:PythonIf", (
-                      "env: bad_envs:PythonIf's step cannot be traced by JAX at bad_envs.py:22: Python control flow "
+                      "env: bad_envs:PythonIf's step cannot be traced by JAX at bad_envs.py:24: Python control flow "
                       "on traced values (an if, while or int() on an array; use jnp.where or jax.lax.cond) "
                       "(TracerBoolConversionError)")),
+    "plain dataclass": ("bad_envs:PlainDataclassParams", (
+                        "env: bad_envs:PlainDataclassParams's reset was given a value JAX cannot pass "
+                        "(bad_envs.PlainParams): params and states must be JAX pytrees of arrays and numbers: a "
+                        "flax.struct.dataclass, a NamedTuple or a dict (a plain @dataclass is not one)")),
     "action space": ("bad_envs:TwoActionSets", (
                      "env: bad_envs:TwoActionSets's action space MultiDiscrete is not supported; rltui trains "
                      "Discrete and Box action spaces")),
