@@ -269,6 +269,7 @@ async def test_a_huge_run_loads_in_a_worker(tmp_path):
         await until(pilot, lambda: screen.loaded, timeout=60)
         run = app.cache.cached(root / "huge")
         assert run.updates == 100_000
+        assert str(screen.query_one("#runs-status").render()).startswith("1 run ·")
         await pilot.press("space")
         await until(pilot, lambda: screen.overlay is not None, timeout=30)
         # Generous bounds for a shared machine; docs/loggers.md states the measured figures.

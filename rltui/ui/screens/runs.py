@@ -181,7 +181,8 @@ class RunsScreen(Screen):
     def _status(self, text: str | None = None) -> None:
         if text is None:
             c = self.controls
-            parts = [f"{len(self.rows)} runs" + (f", {len(self.shown)} shown" if self.filter_text else ""),
+            parts = [f"{len(self.rows)} run{'' if len(self.rows) == 1 else 's'}"
+                     + (f", {len(self.shown)} shown" if self.filter_text else ""),
                      f"{len(self.selected)} selected", f"sort {self.sort_key}{' ↓' if self.descending else ' ↑'}",
                      f"metric {c.metric}", f"smoothing {c.smoothing:g}"]
             if c.group:
