@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from rltui.config import (
     ConfigError,
@@ -26,51 +27,61 @@ from rltui.resume import (
 from rltui.ui import can_show_dashboard
 
 
-def _config_and_resume(args) -> tuple[RunConfig, VerifiedCheckpoint | None, dict | None]:
-    """The run's config, the checkpoint it resumes if any, and what presets.toml set for it
-    (`presets.applied`; a resumed run keeps its checkpoint's record)."""
+class LaunchPlan(NamedTuple):
+    config: RunConfig
+    resume: VerifiedCheckpoint | None  # the checkpoint a resume goes on from
+    preset: dict | None  # what presets.toml set (`presets.applied`; a resume keeps its checkpoint's record)
+    notices: tuple[str, ...]  # one line each, said once the launch's checks have passed
+
+
+def _config_and_resume(args) -> LaunchPlan:
+    """The run's config, the checkpoint it resumes if any, what presets.toml set for it, and
+    what to tell the user about them."""
     file_values = load_toml(args.config) if args.config else {}
     overrides = parse_overrides(args.overrides)
+    given = {**file_values, **overrides}
     if not args.resume:
         config = build_config(file_values, overrides, use_preset=not args.no_preset)
         preset = None
         if not args.no_preset:
             from rltui import presets
 
-            preset = presets.applied(config.algo, config.env, {**file_values, **overrides})
-            if preset is not None:
-                _say_preset(preset)
-        if "total_timesteps" in {**file_values, **overrides}:
-            _say_total_rounding(config)
-        return config, None, preset
+            preset = presets.applied(config.algo, config.env, given)
+        notices = (_preset_notice(preset) if preset is not None else None,
+                   _rounding_notice(config) if "total_timesteps" in given else None)
+        return LaunchPlan(config, None, preset, tuple(n for n in notices if n))
     resume = load_verified_checkpoint(Path(args.resume), "--resume", "launch --resume")
-    config = resumed_config(resume, {**file_values, **overrides})
-    if "total_timesteps" in {**file_values, **overrides}:
-        _say_total_rounding(config)
+    config = resumed_config(resume, given)
+    notice = _rounding_notice(config) if "total_timesteps" in given else None
     metadata = resume.metadata
     preset = metadata.get("preset") if isinstance(metadata.get("preset"), dict) else None
-    return config, resume, preset
+    return LaunchPlan(config, resume, preset, (notice,) if notice else ())
 
 
-def _say_preset(preset: dict) -> None:
-    """One line naming the settings presets.toml gave a new run (only those that differ from
-    the defaults), and how to train without them."""
+def say(notices) -> None:
+    for notice in notices:
+        print(f"rltui: {notice}", file=sys.stderr)
+
+
+def _preset_notice(preset: dict) -> str:
+    """The settings presets.toml gave a new run (only those that differ from the defaults),
+    and how to train without them."""
     from rltui.config_toml import show_setting
     from rltui.presets import describe
 
     values = ", ".join(f"{key} {show_setting(value)}" for key, value in preset["settings"].items())
-    print(f"rltui: {describe(preset)}: {values} (--no-preset to train without)", file=sys.stderr)
+    return f"{describe(preset)}: {values} (--no-preset to train without)"
 
 
-def _say_total_rounding(config: RunConfig) -> None:
+def _rounding_notice(config: RunConfig) -> str | None:
     """A run trains whole updates: a total the user asked for that is not a whole number of
     them is said once, with what the run will train."""
     trained = config.total_updates * config.steps_per_update
-    if trained != config.total_timesteps:
-        noun = "update" if config.total_updates == 1 else "updates"
-        print(f"rltui: total_timesteps {config.total_timesteps:,} trains {config.total_updates:,} whole {noun} of "
-              f"{config.steps_per_update:,} env steps: {trained:,} env steps", file=sys.stderr)
-
+    if trained == config.total_timesteps:
+        return None
+    noun = "update" if config.total_updates == 1 else "updates"
+    return (f"total_timesteps {config.total_timesteps:,} trains {config.total_updates:,} whole {noun} of "
+            f"{config.steps_per_update:,} env steps: {trained:,} env steps")
 
 
 def _presumed_run_dir(args) -> Path | None:
@@ -96,13 +107,14 @@ def launch(args, spec=None) -> int:
     try:
         if writer and (presumed := _presumed_run_dir(args)) is not None:
             check_not_in_use(presumed)  # a directory in use is refused at once, before any import of JAX
-        config, resume, preset = _config_and_resume(args)
+        config, resume, preset, notices = _config_and_resume(args)
         from rltui.loggers import check_loggers
 
         check_loggers(config.loggers)  # a logger whose library is missing: refused before anything starts
         target = resume_target(args, resume.path) if resume is not None and writer else None
     except (ConfigError, LaunchError) as err:
         return _error(str(err))
+    say(notices)
 
     headless = args.no_ui
     if not headless and not can_show_dashboard():
@@ -163,8 +175,7 @@ def launch(args, spec=None) -> int:
         if resume is not None:
             prepared = prepare_resume(config, resume, target)
             run_dir = prepared.run_dir
-            for notice in prepared.notices(resume.metadata):
-                print(f"rltui: {notice}", file=sys.stderr)
+            say(prepared.notices(resume.metadata))
         else:
             run_dir = prepare_run_dir(config, args.run_dir, name=args.name)
             if args.name and not args.run_dir and run_dir.name != args.name:

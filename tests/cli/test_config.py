@@ -521,10 +521,24 @@ def test_a_total_that_is_not_whole_updates_is_said_with_what_trains(total, said,
     seen = {}
 
     def fake_launch(args, spec=None):
-        seen["config"] = rltui.launch._config_and_resume(args)[0]
+        plan = rltui.launch._config_and_resume(args)
+        rltui.launch.say(plan.notices)
+        seen["config"] = plan.config
         return 0
 
     monkeypatch.setattr(rltui.launch, "launch", fake_launch)
     assert main(["launch", "--no-ui", "--set", f"total_timesteps={total}"]) == 0
     assert seen["config"].steps_per_update == 512
     assert capsys.readouterr().err == said
+
+
+def test_a_refused_launch_says_only_why(monkeypatch, capsys):
+    # The plan's notices (here the rounding of total_timesteps) come once the checks have
+    # passed: a refusal is its one line alone.
+    import rltui.loggers
+    from rltui.cli import main
+
+    monkeypatch.setattr(rltui.loggers, "missing_module", lambda name: "wandb")
+    assert main(["launch", "--no-ui", "--set", "total_timesteps=100", "--set", "loggers=[wandb]"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rltui: error: loggers: wandb needs the wandb package") and err.count("\n") == 1, err

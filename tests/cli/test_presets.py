@@ -101,7 +101,9 @@ def _launch_notice(monkeypatch, *argv):
     seen = {}
 
     def fake_launch(args, spec=None):
-        seen["config"], _, seen["preset"] = rltui.launch._config_and_resume(args)
+        plan = rltui.launch._config_and_resume(args)
+        rltui.launch.say(plan.notices)  # as launch says them, once its checks have passed
+        seen["config"], seen["preset"] = plan.config, plan.preset
         return 0
 
     monkeypatch.setattr(rltui.launch, "launch", fake_launch)

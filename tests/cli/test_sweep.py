@@ -105,7 +105,7 @@ def test_toml_sweep_table_and_the_flag_wins_per_key(workdir, monkeypatch):
     import rltui.launch
 
     def fake_launch(args, spec=None):
-        seen["config"] = rltui.launch._config_and_resume(args)[0]
+        seen["config"] = rltui.launch._config_and_resume(args).config
         return 0
 
     monkeypatch.setattr(rltui.launch, "launch", fake_launch)
