@@ -152,7 +152,8 @@ class DashboardActions:
     def action_rollback(self) -> None:
         if not self._refused("rollback"):
             self.session.submit(Rollback())
-            self.notify("Rolling back to the latest checkpoint (hyperparameters are kept).", timeout=3)
+            # Whether a checkpoint exists the session knows: it says so in the events if none does.
+            self.notify("Rollback requested: to the latest checkpoint (hyperparameters are kept).", timeout=3)
 
     def action_cycle_chart(self) -> None:
         self.dashboard.action_cycle_chart()

@@ -284,6 +284,8 @@ async def test_rollback_only_while_paused(tmp_path):
         await until(pilot, lambda: "Rollback" in footer_keys(app))
         await pilot.press("r")
         assert fake.commands_of(Rollback) == [Rollback()]
+        # a request: the session says whether there was a checkpoint to roll back to
+        assert notes(app)[-1] == "Rollback requested: to the latest checkpoint (hyperparameters are kept)."
         await until(pilot, lambda: "rolled back from update 0" in app.dashboard.events_log.text)
 
     await run_scenario(fake, tmp_path, scenario)
