@@ -166,13 +166,9 @@ def config_differences(base: dict[str, Any], config: dict[str, Any]) -> tuple[st
 
 
 def _show(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_show(v) for v in value) + "]"
-    return str(value)
+    from rltui.config_toml import show_setting
+
+    return show_setting(value, compact=True)
 
 
 def summarize(run: RunData, metric: str, threshold: float | None, base: dict[str, Any]) -> RunSummary:

@@ -124,14 +124,16 @@ def dump_toml(config: RunConfig) -> str:
     return tomli_w.dumps(config.to_toml_dict())
 
 
-def show_setting(value: Any) -> str:
-    """A configuration value as the reports show it: true/false, floats short."""
+def show_setting(value: Any, *, compact: bool = False) -> str:
+    """A configuration value as the reports show it: true/false, floats short; `compact`
+    without spaces, as one word of a `--set` item (`[64,64]`)."""
+    comma, equals = ("," if compact else ", "), ("=" if compact else " = ")
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(show_setting(v) for v in value) + "]"
+        return "[" + comma.join(show_setting(v, compact=compact) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} = {show_setting(v)}" for k, v in value.items()) + "}"
+        return "{" + comma.join(f"{k}{equals}{show_setting(v, compact=compact)}" for k, v in value.items()) + "}"
     return str(value)
