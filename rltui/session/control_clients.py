@@ -21,6 +21,20 @@ from typing import Any
 
 from rltui.session import params_transfer, protocol, session_messages
 
+# What is read and discarded of a client's unread input before its connection closes: a
+# socket closed with input unread resets the connection, and its peer reads a reset where
+# an orderly end of stream was due. Bounded, so a client still sending cannot hold us.
+DISCARD_ON_CLOSE = 1 << 20
+
+
+def close_quietly(sock: socket.socket) -> None:
+    """Close `sock` (non-blocking) so its peer reads everything sent, then an end of stream."""
+    discarded = 0
+    with contextlib.suppress(OSError):  # BlockingIOError once nothing is left
+        while discarded < DISCARD_ON_CLOSE and (data := sock.recv(65536)):
+            discarded += len(data)
+    sock.close()
+
 
 @dataclasses.dataclass(eq=False)
 class OwedSnapshot:
@@ -137,6 +151,6 @@ class ClientQueues:
         self._lines_waiting.discard(client)
         with contextlib.suppress(KeyError, ValueError, OSError):
             self._selector.unregister(client.sock)
-        client.sock.close()
+        close_quietly(client.sock)
         client.queue.clear()
         client.sending = client.owed = None

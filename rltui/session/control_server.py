@@ -43,7 +43,7 @@ from typing import Any
 
 from rltui.session import protocol
 from rltui.session.allowance import Allowance
-from rltui.session.control_clients import Client, ClientQueues
+from rltui.session.control_clients import Client, ClientQueues, close_quietly
 from rltui.session.control_feed import KeptRecord, RunFeed
 from rltui.session.control_paths import (
     ControlPathError,
@@ -325,7 +325,7 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
         with contextlib.suppress(OSError):
             conn.send(protocol.encode(protocol.error_message(
                 f"too many clients: this run serves {self.max_clients} at once; detach one and try again")))
-        conn.close()
+        close_quietly(conn)
 
     def _read(self, client: Client) -> None:
         if client.closing or client in self._lines_waiting:

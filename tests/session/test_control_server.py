@@ -342,6 +342,22 @@ def test_clients_beyond_the_limit_are_refused_with_a_line_saying_so(tmp_path):
             client.close()
 
 
+def test_a_refused_client_that_already_sent_reads_the_refusal_then_an_orderly_end(tmp_path):
+    # The extra client sends a command while it waits in the listen backlog (the accept
+    # budget is spent); refused, its unread command must not turn the end into a reset.
+    with served(tmp_path, max_clients=1, accepts_per_second=1.0, accept_burst=2) as (fake, server):
+        wait_for(lambda: server.client_count == 0)  # served()'s own probe has gone
+        first = LineClient(server.path)
+        assert first.recv()["type"] == "hello"
+        extra = LineClient(server.path)
+        extra.send({"type": "command", "command": "pause", "id": 1})
+        refusal = extra.recv()
+        assert refusal["type"] == "error" and "too many clients" in refusal["error"]
+        assert extra.recv() is None  # an end of stream, not ConnectionResetError
+        first.close()
+        extra.close()
+
+
 def _thread_cpu_seconds(thread: threading.Thread) -> float:
     return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
 
