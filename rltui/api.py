@@ -209,7 +209,7 @@ def train(
     prepared = None
     try:
         if checkpoint is not None:
-            prepared = prepare_resume(config, checkpoint, target)
+            prepared = prepare_resume(config, checkpoint, target, keys)
             directory = prepared.run_dir
         else:
             directory = prepare_run_dir(config, str(run_dir) if run_dir is not None else None, name=name)

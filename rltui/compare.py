@@ -157,9 +157,9 @@ def config_differences(base: dict[str, Any], config: dict[str, Any]) -> tuple[st
         before, after = base.get(key), config.get(key)
         if before == after:
             continue
-        if isinstance(before, dict) or isinstance(after, dict):
-            before, after = before if isinstance(before, dict) else {}, after if isinstance(after, dict) else {}
-            out += [f"{key}.{d.split('=', 1)[0]}={d.split('=', 1)[1]}" for d in config_differences(before, after)]
+        tables = (before if before is not None else {}), (after if after is not None else {})
+        if all(isinstance(table, dict) for table in tables):  # a table on both sides, or on one and unset
+            out += [f"{key}.{difference}" for difference in config_differences(*tables)]
         else:
             out.append(f"{key}={_show(config.get(key, '(unset)'))}")
     return tuple(out)

@@ -307,10 +307,24 @@ def run_headless(
     session.add_listener(listener)
     session.add_listener(StopOnNonFinite(session))
     interrupts = []
+    after_the_end = []  # signals once the run's files are complete (its loggers may still be closing)
 
     def on_signal(signum, frame):
         if session.wound_up:
-            return  # the end is written already: stopping or quitting now would only misreport it
+            # Nothing is left to save: no stop, and no abort to record. A second signal quits
+            # at once (a logger's upload, say, can take long), with the run's own exit code.
+            if not after_the_end and (signum != signal.SIGINT or second_interrupt_quits):
+                after_the_end.append(signum)
+                again = " (Ctrl+C again to quit now)" if signum == signal.SIGINT else ""
+                console.print(Text(f"The run has ended and its files are complete; closing…{again}", style="dim"))
+                return
+            if signum == signal.SIGINT and not second_interrupt_quits:
+                return
+            if on_abort is not None:
+                on_abort()
+            console.print(Text(f"Quit; the run's files are complete.{f' Run files: {run_dir}' if run_dir else ''}"),
+                          style="dim")
+            os._exit(exit_code_of(session))
         if signum == signal.SIGINT and interrupts and not second_interrupt_quits:
             console.print(Text("Still stopping at the next chunk boundary…", style="yellow"))
             return
@@ -369,23 +383,26 @@ def run_headless(
             console.print(Text(go_on, style="dim"))
         return code
 
-    failure = session.checkpoint_failure
+    failure, code = session.checkpoint_failure, exit_code_of(session)
     if session.state is SessionState.ERROR:
         if session.error_checkpoint:
             console.print(Text(f"Checkpoint after the error: {session.error_checkpoint}.", style="dim"))
-        return finish(Text(f"Training failed: {session.error}", style="bold red"), ExitCode.ERROR)
+        return finish(Text(f"Training failed: {session.error}", style="bold red"), code)
     if session.nonfinite:
-        return finish(
-            Text("Training diverged (non-finite loss or gradient); stopped.", style="bold red"), ExitCode.DIVERGED
-        )
+        return finish(Text("Training diverged (non-finite loss or gradient); stopped.", style="bold red"), code)
     verb = "Stopped" if session.stopped_early else "Finished"
     if failure is not None:
-        return finish(
-            Text(checkpoint_failure_line(verb, session.updates_done, failure), style="bold red"), ExitCode.ERROR
-        )
-    return finish(
-        Text(summary_line(verb, session.updates_done, session.env_steps, listener.latest_return)), ExitCode.OK
-    )
+        return finish(Text(checkpoint_failure_line(verb, session.updates_done, failure), style="bold red"), code)
+    return finish(Text(summary_line(verb, session.updates_done, session.env_steps, listener.latest_return)), code)
+
+
+def exit_code_of(session: TrainingSession) -> ExitCode:
+    """The exit code of a run that has ended, as its summary line goes with it."""
+    if session.state is SessionState.ERROR:
+        return ExitCode.ERROR
+    if session.nonfinite:
+        return ExitCode.DIVERGED
+    return ExitCode.ERROR if session.checkpoint_failure is not None else ExitCode.OK
 
 
 def checkpoint_failure_line(verb: str, updates: int, failure) -> str:

@@ -32,6 +32,7 @@ class LaunchPlan(NamedTuple):
     resume: VerifiedCheckpoint | None  # the checkpoint a resume goes on from
     preset: dict | None  # what presets.toml set (`presets.applied`; a resume keeps its checkpoint's record)
     notices: tuple[str, ...]  # one line each, said once the launch's checks have passed
+    given: frozenset[str] = frozenset()  # the keys set by --set or --config
 
 
 def _config_and_resume(args) -> LaunchPlan:
@@ -49,13 +50,13 @@ def _config_and_resume(args) -> LaunchPlan:
             preset = presets.applied(config.algo, config.env, given)
         notices = (_preset_notice(preset) if preset is not None else None,
                    _rounding_notice(config) if "total_timesteps" in given else None)
-        return LaunchPlan(config, None, preset, tuple(n for n in notices if n))
+        return LaunchPlan(config, None, preset, tuple(n for n in notices if n), frozenset(given))
     resume = load_verified_checkpoint(Path(args.resume), "--resume", "launch --resume")
     config = resumed_config(resume, given)
     notice = _rounding_notice(config) if "total_timesteps" in given else None
     metadata = resume.metadata
     preset = metadata.get("preset") if isinstance(metadata.get("preset"), dict) else None
-    return LaunchPlan(config, resume, preset, (notice,) if notice else ())
+    return LaunchPlan(config, resume, preset, (notice,) if notice else (), frozenset(given))
 
 
 def say(notices) -> None:
@@ -107,7 +108,7 @@ def launch(args, spec=None) -> int:
     try:
         if writer and (presumed := _presumed_run_dir(args)) is not None:
             check_not_in_use(presumed)  # a directory in use is refused at once, before any import of JAX
-        config, resume, preset, notices = _config_and_resume(args)
+        config, resume, preset, notices, given = _config_and_resume(args)
         from rltui.loggers import check_loggers
 
         check_loggers(config.loggers)  # a logger whose library is missing: refused before anything starts
@@ -173,7 +174,7 @@ def launch(args, spec=None) -> int:
     prepared = None
     try:
         if resume is not None:
-            prepared = prepare_resume(config, resume, target)
+            prepared = prepare_resume(config, resume, target, given)
             run_dir = prepared.run_dir
             say(prepared.notices(resume.metadata))
         else:

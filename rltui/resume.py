@@ -11,7 +11,7 @@ path and said so."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -162,17 +162,15 @@ class PreparedResume(NamedTuple):
         """What the resume does that the user may not expect, one line each: a population's
         members lose their own values of a key the resume sets for all of them."""
         from rltui.config import hparams_as_config
+        from rltui.config_toml import show_setting
 
         def shown(name: str, value: float) -> str:
-            value = hparams_as_config({name: value}).get(name, value)
-            return str(value).lower() if isinstance(value, bool) else f"{value:g}"
+            return show_setting(hparams_as_config({name: value}).get(name, value))
 
-        population = metadata.get("population")
-        members = population.get("members") if isinstance(population, dict) else None
-        members = [m["values"] for m in members or () if isinstance(m, dict) and isinstance(m.get("values"), dict)]
+        members = _member_values(metadata)
         lines = []
         for name, value in self.changes.live.items():
-            own = sorted({float(v[name]) for v in members if isinstance(v.get(name), (int, float))})
+            own = sorted({float(v[name]) for v in members if name in v})
             if len(own) > 1:
                 lines.append(f"{name} = {shown(name, value)} now applies to all {len(members)} members, in place of "
                              f"their own values ({', '.join(shown(name, v) for v in own)}); the dashboard's "
@@ -180,16 +178,18 @@ class PreparedResume(NamedTuple):
         return lines
 
 
-def prepare_resume(config: RunConfig, resume: VerifiedCheckpoint, target: ResumeTarget) -> PreparedResume:
+def prepare_resume(config: RunConfig, resume: VerifiedCheckpoint, target: ResumeTarget,
+                   given: Iterable[str] = ()) -> PreparedResume:
     """Ready the run directory for a resume under `config`, after the env's preflight: the
     checkpoint must fit the trainer; the checkpoint's own run is locked, branched, keeps its
     original config and gets the new one (another directory is made as for a new run); the
-    metrics after the checkpoint are cut. LaunchError, ConfigError or OSError, one line."""
+    metrics after the checkpoint are cut. `given`: the keys the user set (`--set`, a config
+    file, the API's keywords). LaunchError, ConfigError or OSError, one line."""
     from rltui.rundir import lock_run_dir, prepare_run_dir, write_config
     from rltui.session.recorder import truncate_metrics
 
     check_checkpoint_fits(config, resume.data)
-    changes = resume_changes(config, resume.metadata)
+    changes = resume_changes(config, resume.metadata, given)
     branched = None
     if target.new:
         run_dir = prepare_run_dir(config, target.run_dir)  # as for a new run
@@ -197,9 +197,9 @@ def prepare_resume(config: RunConfig, resume: VerifiedCheckpoint, target: Resume
         run_dir = target.run_dir
         lock_run_dir(run_dir)  # before anything is written there
         branched = branch(run_dir, resume)
-        if changes.live or changes.other:
+        if config_text_differs(run_dir, config):  # a changed key, or live edits the config now holds
             keep_original_config(run_dir)
-        write_config(run_dir, config)
+            write_config(run_dir, config)
     truncate_metrics(run_dir, int(resume.metadata["update"]))
     return PreparedResume(run_dir, branched, changes)
 
@@ -218,6 +218,17 @@ def apply_resume(session, recorder, prepared: PreparedResume, metadata: dict) ->
         # Applied before the first chunk, as an edit: logged as an hparams event and
         # kept in the checkpoints' edit log, like a change made from the dashboard.
         session.submit(SetHParams(changes.live))
+
+
+def config_text_differs(run_dir: Path, config: RunConfig) -> bool:
+    """Whether config.toml would change: left as it is otherwise, it keeps its time (which
+    the runs view reads as the run's start)."""
+    from rltui.config_toml import dump_toml
+
+    try:
+        return (run_dir / "config.toml").read_text(encoding="utf-8") != dump_toml(config)
+    except (OSError, UnicodeDecodeError):
+        return True
 
 
 def keep_original_config(run_dir: Path) -> None:
@@ -271,18 +282,28 @@ class ResumeChanges(NamedTuple):
         )
 
 
-def resume_changes(config: RunConfig, metadata: dict) -> ResumeChanges:
+def resume_changes(config: RunConfig, metadata: dict, given: Iterable[str] = ()) -> ResumeChanges:
+    """A live key changes when its new value differs from the checkpoint's; for a population,
+    also when the user set it (`given`) and a member holds another value of its own: setting
+    the run's base value again still sets it for every member."""
     import math
 
     from rltui.config import hparams_as_config
     from trainers.hparams import ALGO_HPARAMS
 
+    def differs(a: float, b: float) -> bool:
+        return not math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+
+    given = frozenset(given)
     saved = {k: float(v) for k, v in (metadata.get("hparams") or {}).items() if isinstance(v, (int, float))}
+    members = _member_values(metadata)
     start = config.dynamic_hparams()
     now = start.as_floats()
     live = {
         name: now[name] for name in ALGO_HPARAMS.get(config.algo, ())
-        if name in saved and name in now and not math.isclose(saved[name], now[name], rel_tol=1e-6, abs_tol=1e-12)
+        if name in saved and name in now and (
+            differs(saved[name], now[name])
+            or (name in given and any(differs(float(m[name]), now[name]) for m in members if name in m)))
     }
     if live:
         start = start.with_updates({name: saved[name] for name in live})
@@ -296,6 +317,14 @@ def resume_changes(config: RunConfig, metadata: dict) -> ResumeChanges:
         if key in previous and previous[key] != value and key not in recorded
     }
     return ResumeChanges(live, start, other, int(metadata.get("update", 0)))
+
+
+def _member_values(metadata: dict) -> list[dict[str, float]]:
+    """A population checkpoint's members' numeric values (empty for one configuration)."""
+    population = metadata.get("population")
+    members = population.get("members") if isinstance(population, dict) else None
+    return [{k: v for k, v in m["values"].items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            for m in members or () if isinstance(m, dict) and isinstance(m.get("values"), dict)]
 
 
 def _elapsed(metadata: dict) -> float:

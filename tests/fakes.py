@@ -134,7 +134,9 @@ class FakeSession:
         return self._hparams
 
     def describe(self) -> dict:
-        return {"env": self.env, "algo": "ppo", "devices": ["cpu:0"], "device_kind": "cpu", "actions": self.actions}
+        # The real session knows its action space once its env is built (None: not yet).
+        return {"env": self.env, "algo": "ppo", "devices": ["cpu:0"], "device_kind": "cpu",
+                **({"actions": self.actions} if self.actions else {})}
 
     # --- test controls (any thread) ---------------------------------------------------
     def commands_of(self, kind: type) -> list:

@@ -240,12 +240,10 @@ def traced_failure(err: BaseException, what: str, origin: str) -> EnvImportError
         return EnvImportError(
             f"env: {origin}'s {what} cannot be traced by JAX{at}: {TRACING_HINT} ({type(err).__name__})"
         )
-    if isinstance(err, TypeError) and "as an abstract array" in str(err):
+    if isinstance(err, TypeError) and ("as an abstract array" in str(err) or "not a valid JAX type" in str(err)):
         found = re.search(r"of type <class '([^']+)'>", str(err))
-        kind = f" ({found.group(1)})" if found else ""
-        return EnvImportError(
-            f"env: {origin}'s {what} was given a value JAX cannot pass{kind}: {PYTREE_HINT}"
-        )
+        kind = f" of type {found.group(1)}" if found else ""
+        return EnvImportError(f"env: {origin}'s {what}: JAX cannot handle a value{kind}: {PYTREE_HINT}")
     return EnvImportError(f"env: {origin}'s {what} raised {_one_line(err)}{at}")
 
 

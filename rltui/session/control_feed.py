@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from rltui import __version__
 from rltui.session import protocol, session_messages
 from rltui.session.control_clients import Client, OwedSnapshot
+from rltui.session.events import SessionState
 
 
 class KeptRecord(NamedTuple):
@@ -92,6 +93,9 @@ class RunFeed:
                 self._offer_snapshot(client, head, records, line)
             return
         if kind == "state":
+            if payload[0] is SessionState.RUNNING and "actions" not in self._describe:
+                # Built now: the run's env (its action space) is known to clients that attach from here on.
+                self._describe = protocol.jsonable(self.session.describe())
             self._state, self._state_message = payload
             data = protocol.encode(session_messages.state_message(*payload))
         else:

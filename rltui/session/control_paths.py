@@ -76,20 +76,25 @@ def find_socket(run_dir: Path) -> Path | None:
     return path if path.exists() else None
 
 
+def accepts(path: Path) -> bool:
+    """Whether a run listens on the socket at `path` (one left over by a run that ended
+    refuses). The probe connects and closes at once."""
+    if not path.exists():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
 def refuse_if_live(path: Path) -> None:
     """A socket that accepts belongs to a live run: never take it over. One that refuses
     is left over from a run that crashed: `bind_owner_only` replaces it."""
-    if not path.exists():
-        return
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(1.0)
-    try:
-        probe.connect(str(path))
-    except OSError:
-        return
-    finally:
-        probe.close()
-    raise ControlPathError(f"{path}: another run is listening there")
+    if accepts(path):
+        raise ControlPathError(f"{path}: another run is listening there")
 
 
 def bind_owner_only(path: Path) -> socket.socket:

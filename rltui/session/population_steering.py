@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rltui.session.commands import FreezeMembers
 from rltui.session.events import SessionState
-from rltui.session.population import Population, Replacement
+from rltui.session.population import MemberState, Population, Replacement
 from trainers.hparams import DynamicHParams, HParamError, check_changes
 
 
@@ -43,8 +43,10 @@ class PopulationSteering:
                 self._params_version += 1
                 self._population_event("pbt", _replaced(population, replacements), replacements=replacements)
             else:
-                self._population_event("pbt_skipped", "PBT step: no member scored better than the ones it would "
-                                       "replace (a tie, or no episode finished); nothing replaced")
+                changeable = sum(m.state is not MemberState.FROZEN for m in population.view().members)
+                why = ("fewer than 2 members are not frozen" if changeable < 2 else
+                       "no member scored better than the ones it would replace (a tie, or no episode finished)")
+                self._population_event("pbt_skipped", f"PBT step: {why}; nothing replaced")
         if population.all_stopped() and self.state is SessionState.RUNNING:
             self._event("paused", "every member is frozen: paused; thaw one (or resume) to go on")
             self._set_state(SessionState.PAUSED, "every member is frozen")

@@ -26,7 +26,7 @@ import numpy as np
 from rltui.errors import UsageError
 from rltui.session import params_transfer, protocol, protocol_population, session_messages
 from rltui.session.commands import Command, Stop
-from rltui.session.control_paths import find_socket
+from rltui.session.control_paths import accepts, find_socket
 from rltui.session.controller import SessionListener
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.history import Curves
@@ -80,23 +80,11 @@ def _connect(run_dir: Path, timeout: float) -> socket.socket:
 def _listening_runs_in(folder: Path) -> list[Path]:
     """The runs directly under `folder` whose control socket accepts, by name (a socket left
     over by a run that ended refuses)."""
-    def listening(run_dir: Path) -> bool:
-        path = find_socket(run_dir)
-        if path is None:
-            return False
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-            probe.settimeout(1.0)
-            try:
-                probe.connect(str(path))
-            except OSError:
-                return False
-        return True
-
     try:
         candidates = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     except OSError:
         return []
-    return [p for p in candidates if listening(p)]
+    return [p for p in candidates if (path := find_socket(p)) is not None and accepts(path)]
 
 
 def connect_retrying(sock: socket.socket, path: Path | str, timeout: float) -> None:

@@ -153,7 +153,9 @@ class DashboardActions:
         if not self._refused("rollback"):
             self.session.submit(Rollback())
             # Whether a checkpoint exists the session knows: it says so in the events if none does.
-            self.notify("Rollback requested: to the latest checkpoint (hyperparameters are kept).", timeout=3)
+            kept = ("each member's values as the checkpoint holds them" if self.dashboard.population
+                    else "hyperparameters are kept")
+            self.notify(f"Rollback requested: to the latest checkpoint ({kept}).", timeout=3)
 
     def action_cycle_chart(self) -> None:
         self.dashboard.action_cycle_chart()

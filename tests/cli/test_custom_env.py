@@ -178,6 +178,16 @@ class PlainParams:
 
 class PlainDataclassParams(Bandit):
     default_params = PlainParams()
+
+
+@dataclasses.dataclass
+class PlainState:
+    t: int = 0
+
+
+class PlainDataclassState(Bandit):
+    def reset(self, key, params):
+        return jnp.zeros(2), PlainState()
 '''
 
 BAD_INPUTS = {
@@ -195,9 +205,13 @@ BAD_INPUTS = {
                       "on traced values (an if, while or int() on an array; use jnp.where or jax.lax.cond) "
                       "(TracerBoolConversionError)")),
     "plain dataclass": ("bad_envs:PlainDataclassParams", (
-                        "env: bad_envs:PlainDataclassParams's reset was given a value JAX cannot pass "
-                        "(bad_envs.PlainParams): params and states must be JAX pytrees of arrays and numbers: a "
+                        "env: bad_envs:PlainDataclassParams's reset: JAX cannot handle a value of type "
+                        "bad_envs.PlainParams: params and states must be JAX pytrees of arrays and numbers: a "
                         "flax.struct.dataclass, a NamedTuple or a dict (a plain @dataclass is not one)")),
+    "plain dataclass state": ("bad_envs:PlainDataclassState", (
+                              "env: bad_envs:PlainDataclassState's reset: JAX cannot handle a value of type "
+                              "bad_envs.PlainState: params and states must be JAX pytrees of arrays and numbers: "
+                              "a flax.struct.dataclass, a NamedTuple or a dict (a plain @dataclass is not one)")),
     "action space": ("bad_envs:TwoActionSets", (
                      "env: bad_envs:TwoActionSets's action space MultiDiscrete is not supported; rltui trains "
                      "Discrete and Box action spaces")),

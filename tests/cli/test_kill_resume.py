@@ -119,6 +119,8 @@ def test_kill_9_at_random_moments_then_resume_matches_an_uninterrupted_run(tmp_p
             proc.wait(timeout=30)
         finally:
             stop(proc)
+        if i == 0:
+            written = (run_dir / "config.toml").stat().st_mtime_ns  # the runs view's start time
         found = checkpoints(run_dir)
         assert found, history
         history.append((moment, found[-1][0]))
@@ -135,8 +137,9 @@ def test_kill_9_at_random_moments_then_resume_matches_an_uninterrupted_run(tmp_p
     assert updates(run_dir) == list(range(1, TOTAL + 1)), history
     # Each kill lost the updates after its latest checkpoint; they were trained again, alike.
     assert os.path.getsize(run_dir / "metrics.discarded.jsonl") > 0, history
-    # The resumes changed no key: config.toml is still the one the run started with.
+    # The resumes changed no key: config.toml is still the one the run started with, as written.
     assert not (run_dir / "config.original.toml").exists()
+    assert (run_dir / "config.toml").stat().st_mtime_ns == written
     got, want = results(run_dir), results(reference)
     different = [i + 1 for i, (a, b) in enumerate(zip(got, want)) if a != b]
     assert not different, f"updates {different[:10]} differ from the uninterrupted run's ({history})"

@@ -69,3 +69,17 @@ def test_a_population_resume_says_when_a_set_key_replaces_the_members_own_values
         "leaderboard edits one member's"]
     assert prepared.notices(members(1e-4, 1e-4)) == []
     assert prepared.notices({}) == []  # a single run
+
+
+def test_a_population_resume_that_sets_the_base_value_again_still_sets_every_member():
+    # lr is swept: the checkpoint's base lr is the default, each member trains with its own.
+    # `--set lr=<the default>` is then a change for every member, not nothing.
+    from rltui.config import build_config
+    from rltui.resume import resume_changes
+
+    config = build_config({}, {})
+    saved = {"hparams": config.dynamic_hparams().as_floats()}
+    population = {**saved, "population": {"members": [{"values": {"lr": 1e-4}}, {"values": {"lr": 1e-3}}]}}
+    assert resume_changes(config, population).live == {}  # not given: the members keep theirs
+    assert resume_changes(config, population, given={"lr"}).live == {"lr": pytest.approx(config.lr)}
+    assert resume_changes(config, saved, given={"lr"}).live == {}  # one configuration: nothing to change

@@ -481,6 +481,29 @@ def test_a_client_still_waiting_to_be_accepted_gets_the_final_state(tmp_path):
         client.close()
 
 
+def test_a_client_attaching_once_the_run_is_built_learns_its_action_space(tmp_path):
+    # The server starts before the session builds its env: the greeting's description gains
+    # the action space once training runs (the dashboard lists the keys that matter by it).
+    fake = FakeSession()
+    fake.actions = None
+    server = ControlServer(fake, tmp_path)
+    server.start()
+    try:
+        early = LineClient(server.path)
+        assert "actions" not in early.recv()["describe"]
+        fake.actions = "continuous"
+        fake.start()
+        early.until(lambda m: m.get("state") == "running")
+        late = LineClient(server.path)
+        assert late.recv()["describe"]["actions"] == "continuous"
+        early.close()
+        late.close()
+    finally:
+        fake.stop()
+        fake.join(10)
+        server.close()
+
+
 def test_close_sends_the_final_state_then_hangs_up(tmp_path):
     with served(tmp_path) as (fake, server):
         client = LineClient(server.path)

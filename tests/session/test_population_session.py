@@ -212,3 +212,10 @@ def test_a_swept_switch_is_copied_by_a_clone_never_scaled():
     (replacement,) = population.clone(1, [0], 2.0)
     assert dict(replacement.values) == {"lr": pytest.approx(6e-3)}
     assert population.values(0)["anneal_lr"] == 1.0  # the source's, as it is
+
+
+def test_a_pbt_step_with_one_member_left_to_change_says_so(tmp_path):
+    pbt = PBTPolicy(every_updates=1, fraction=0.34)
+    run_population(tmp_path, 1, pbt=pbt, commands=[FreezeMembers((0, 1))])
+    (skipped,) = [line for line in read_jsonl(tmp_path / "population.jsonl") if line["action"] == "pbt_skipped"]
+    assert skipped["message"] == "PBT step: fewer than 2 members are not frozen; nothing replaced"

@@ -8,7 +8,7 @@ import math
 from types import MappingProxyType
 
 import pytest
-from test_ui import until
+from test_ui import notes, until
 
 from rltui.config import RunConfig
 from rltui.session import SetHParams
@@ -40,8 +40,8 @@ def population_view(update: int, *, states=None, parents=None, evals=None, value
             index=m,
             values=MappingProxyType({"lr": (values or {}).get(m, lr)}),
             state=states.get(m, MemberState.TRAINING),
-            latest_return=trend[-1],
-            best_return=max(trend),
+            latest_return=trend[-1] if trend else None,  # update 0 (rolled back to the start): none yet
+            best_return=max(trend) if trend else None,
             eval_return=(evals or {}).get(m),
             trend=trend,
             parent=parents.get(m),
@@ -142,6 +142,22 @@ async def test_once_the_run_is_stopped_training_members_say_so(tmp_path):
         rows = {int(r[0]): r for r in board.row_texts()}
         assert rows[4][-2] == "frozen"  # the user's freeze stays as it was
         assert [rows[m][-2] for m in (0, 1, 2, 3, 5)] == ["stopped"] * 5
+
+
+async def test_a_populations_rollback_says_the_members_values_go_back_too(tmp_path):
+    from rltui.session import SessionState
+    from rltui.session.commands import Rollback
+
+    fake = PopulationFake()
+    app = make_app(tmp_path, fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(app, pilot, fake)
+        await pilot.press("p")
+        await until(pilot, lambda: app.session_state is SessionState.PAUSED)
+        await pilot.press("r")
+        await until(pilot, lambda: fake.commands_of(Rollback))
+        assert notes(app)[-1] == (
+            "Rollback requested: to the latest checkpoint (each member's values as the checkpoint holds them).")
 
 
 def fmt(value: float) -> str:
