@@ -276,7 +276,7 @@ def summary_table(summaries: Sequence[RunSummary], metric: str, threshold: float
 
 
 def group_table(runs: Sequence[RunData], key: str, metric: str, statistic: str) -> str:
-    groups = group_by(runs, key, metric)
+    groups = group_by(runs, key, lambda run: grouped_value(run, key, metric))
     header = ["group", "runs", f"{FINAL} {metric} ({statistic})", "95% CI", f"best {metric} ({statistic})"]
     rows = []
     for value, members in groups.items():
@@ -289,27 +289,30 @@ def group_table(runs: Sequence[RunData], key: str, metric: str, statistic: str) 
     return render_table(header, rows, {1, 2, 4})
 
 
-def group_by(runs: Sequence[Any], key: str, metric: str | None = None) -> dict[Any, list[Any]]:
-    """Runs by their value of config key `key`, in order of first appearance; lists are
-    made hashable as tuples. With `metric`, a population is compared by its best member
-    (`compared_column`), and so grouped by that member's value of `key`."""
+def group_by(runs: Sequence[Any], key: str, value_of: Callable[[Any], Any] | None = None) -> dict[Any, list[Any]]:
+    """Runs by their value of config key `key` (or `value_of(run)`), in order of first
+    appearance; lists are made hashable as tuples."""
     groups: dict[Any, list[Any]] = {}
     for run in runs:
-        value = run.config.get(key)
-        if metric is not None and isinstance(run, RunData) and run.num_members:
-            value = _best_members_value(run, key, metric, value)
+        value = run.config.get(key) if value_of is None else value_of(run)
         groups.setdefault(tuple(value) if isinstance(value, list) else value, []).append(run)
     return groups
 
 
-def _best_members_value(run: RunData, key: str, metric: str, default: Any) -> Any:
-    """The value of `key` the population's best member trains with (as population.jsonl last
-    recorded it), in six significant figures as a config holds it; `default` for a key
-    members do not hold."""
+def grouped_value(run: RunData, key: str, metric: str) -> Any:
+    """What `--group-by key` groups `run` by: its config's value, or for a population its
+    best member's (`compared_column`), the one it is compared by."""
+    best = compared_column(run, metric).member if run.num_members else None
+    return member_value(run.member_table(), best, key, run.config.get(key))
+
+
+def member_value(table: Sequence[dict[str, Any]], member: int | None, key: str, default: Any) -> Any:
+    """The value of `key` that `member` trains with, from a population's member table (as
+    population.jsonl last recorded it), in six significant figures as a config holds it;
+    `default` when there is no such member or it holds no such key."""
     from rltui.config import hparams_as_config
 
-    best = compared_column(run, metric).member
-    row = next((r for r in run.member_table() if r.get("member") == best), None)
+    row = next((r for r in table if r.get("member") == member), None) if member is not None else None
     values = row.get("values") if row is not None else None
     if not isinstance(values, dict) or not isinstance(values.get(key), (int, float)):
         return default
@@ -349,7 +352,8 @@ def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | No
         plt.plotsize(width or 100, height or 25)
     xs: list[float] = []  # each curve's first and last env steps
     if group:
-        for index, (value, members) in enumerate(group_by(runs, group, metric).items()):
+        groups = group_by(runs, group, lambda run: grouped_value(run, group, metric))
+        for index, (value, members) in enumerate(groups.items()):
             curves = []
             for run in members:
                 steps, values, _ = compared_column(run, metric)

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rltui.compare import STATISTICS, _show, band, ema, group_by
+from rltui.compare import FINAL_WINDOW, STATISTICS, _show, band, ema, group_by, member_value
 from rltui.export import member_tag
 from rltui.runs_view.loading import LoadedRun
 
@@ -61,15 +61,21 @@ def overlay(runs: Sequence[LoadedRun], metric: str, *, x_axis: str = "steps", sm
             group: str | None = None, statistic: str = "mean", points: int = 200) -> Overlay:
     """The runs' curves of `metric`: one line each (EMA-smoothed, the raw values kept
     beside; a population one line per member), or with `group`, one band per value of
-    that config key (compare.group_by): the mean or IQM across the group's runs with a bootstrap 95% interval."""
+    that config key (compare.group_by): the mean or IQM across the group's runs with a
+    bootstrap 95% interval. As in `rltui compare`, a population takes part in a group by its
+    best member: that member's value of the key and its curve."""
     clock = time.perf_counter()
     lines: list[Line] = []
     bands: list[GroupBand] = []
     if group:
-        for value, members in group_by(runs, group).items():
+        best = {run.path: best_member(run, metric) for run in runs}
+        groups = group_by(runs, group, lambda run: member_value(run.member_table, best[run.path], group,
+                                                                run.config.get(group)))
+        for value, members in groups.items():
             curves = []
             for run in members:
-                xs, ys = run.curve(metric, x_axis)
+                column = metric if best[run.path] is None else member_tag(best[run.path], metric)
+                xs, ys = run.curve(column, x_axis)
                 if len(xs):
                     curves.append((xs, ema(ys, smoothing) if smoothing else ys))
             b = band(curves, statistic, points=points, resamples=500)
@@ -88,6 +94,18 @@ def overlay(runs: Sequence[LoadedRun], metric: str, *, x_axis: str = "steps", sm
                 lines.append(Line(label, bx, by, raw))
     return Overlay(metric, x_axis, smoothing, tuple(lines), tuple(bands), group, statistic,
                    time.perf_counter() - clock)
+
+
+def best_member(run: LoadedRun, metric: str) -> int | None:
+    """A population's member whose final `metric` (the mean of its last FINAL_WINDOW finite
+    values) is highest, the lowest index on a tie, as `rltui compare` picks it; None for a
+    run of one configuration."""
+    finals = {}
+    for m in range(run.members if run.is_population else 0):
+        values = run.curve(member_tag(m, metric))[1][-FINAL_WINDOW:]
+        if len(values):
+            finals[m] = float(np.mean(values))
+    return max(finals, key=lambda m: (finals[m], -m)) if finals else None
 
 
 def _series(run: LoadedRun, metric: str) -> list[tuple[str, str]]:

@@ -186,6 +186,12 @@ def test_compare_groups_a_population_by_its_best_members_value(tmp_path, capsys)
     groups = [line.split() for line in out.splitlines() if line.startswith("lr=")]
     assert [g[:2] for g in groups] == [["lr=0.003", "2"]], out
     assert "lr=0.003 (2)" in out  # the plot's band
+    # The runs view groups them alike, and draws the population's best member in the band.
+    grouped = overlay([load_run(population), load_run(single)], "episode_return", group="lr", smoothing=0)
+    (band,) = grouped.bands
+    assert band.label == "lr=0.003 (2)"
+    # member 2's returns (30 an update) reach past what the members' mean (20 an update) could
+    assert max(band.high) > 20.0 * UPDATES
 
 
 # --- info: a real checkpoint of a tiny population -------------------------------------------
