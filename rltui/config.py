@@ -354,9 +354,10 @@ def resume_config(
         if key not in RESUMABLE_KEYS and coerce_value(key, value) != getattr(original, key):
             from rltui.config_toml import show_setting
 
+            value = getattr(original, key)
+            shown = quote(value) if isinstance(value, str) else shorten(show_setting(value))
             raise ConfigError(
-                f"{key}: cannot change when resuming (the checkpoint was made with "
-                f"{shorten(show_setting(getattr(original, key)))}); start a new run instead"
+                f"{key}: cannot change when resuming (the checkpoint was made with {shown}); start a new run instead"
             )
     return build_config(base, overrides, use_preset=False)
 

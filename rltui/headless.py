@@ -19,6 +19,15 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.text import Text
 
 from rltui.errors import ExitCode
+from rltui.run_summary import (
+    _fmt_eta,
+    checkpoint_failure_line,
+    continue_line,
+    latest_checkpoint_text,
+    population_lines,
+    return_text,
+    summary_line,
+)
 from rltui.session import (
     MetricsSnapshot,
     SessionEvent,
@@ -26,10 +35,8 @@ from rltui.session import (
     SessionState,
     TrainingSession,
 )
-from rltui.session.checkpoints import CheckpointStore, checkpoint_update
 from rltui.session.events import repeats_another_event
 from rltui.session.recorder import record_abort
-from rltui.ui.format import fmt_duration
 from trainers.metrics_spec import METRIC_SPECS
 
 # Signals that stop a run at the next chunk boundary, with a final checkpoint. SIGHUP (the
@@ -98,91 +105,6 @@ class InterruptedBeforeTraining(KeyboardInterrupt):
     """Ctrl+C stopped the run before its first update (during the compile): the run ends
     as a Ctrl+C during start-up does, quietly with exit code 130 (`rltui.cli.entry`), and
     its run directory, holding no training, is removed."""
-
-
-def _fmt_return(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1f}"
-
-
-def return_text(snapshot: MetricsSnapshot) -> str:
-    """The latest mean return, as both clients show it. With several seeds: the mean of each
-    seed's latest return, saying over how many seeds (those that have finished an episode)."""
-    if snapshot.population is not None:
-        return population_return_text(snapshot.population)
-    seeds = len(snapshot.seed_returns)
-    if seeds <= 1:
-        return _fmt_return(snapshot.latest_return)
-    latest = [value for value in snapshot.seed_latest_returns if value is not None]
-    if not latest:
-        return "—"
-    of = f"{len(latest)}" if len(latest) == seeds else f"{len(latest)} of {seeds}"
-    return f"{sum(latest) / len(latest):.1f} (mean of {of} seeds)"
-
-
-def population_return_text(view) -> str:
-    """A population's latest returns: the best member's, and the mean over members."""
-    latest = [(m.latest_return, m.index) for m in view.members if m.latest_return is not None]
-    if not latest:
-        return "—"
-    best, index = max(latest, key=lambda pair: (pair[0], -pair[1]))  # a tie: the lowest index, as info says
-    mean = sum(value for value, _ in latest) / len(latest)
-    return f"{mean:.1f} (mean of {len(latest)} members; best {best:.1f}, member {index})"
-
-
-def population_lines(view) -> list[str]:
-    """One line per member, for the end of a run: its values, state and returns."""
-    width = max(len(_member_values(view, m)) for m in view.members)
-    lines = []
-    for m in sorted(view.members, key=lambda m: -math.inf if m.latest_return is None else m.latest_return,
-                    reverse=True):
-        state = "" if m.state.value == "training" else f"  ({m.state.value})"
-        evaluation = "" if m.eval_return is None else f"  eval {m.eval_return:.1f}"
-        parent = "" if m.parent is None else f"  from member {m.parent}"
-        lines.append(f"  member {m.index:>3}  {_member_values(view, m):<{width}}  latest {_fmt_return(m.latest_return)}"
-                     f"  best {_fmt_return(m.best_return)}{evaluation}{parent}{state}")
-    return lines
-
-
-def _member_values(view, member) -> str:
-    return " ".join(f"{k}={member.values[k]:.4g}" for k in view.keys)
-
-
-def _fmt_eta(seconds: float | None) -> str:
-    return fmt_duration(seconds, hours=True)
-
-
-def latest_checkpoint_text(run_dir: Path | str) -> str:
-    latest = CheckpointStore.for_run(Path(run_dir)).latest()
-    if latest is None:
-        return "the run holds no checkpoint"
-    return f"the latest checkpoint is from update {checkpoint_update(latest):,}"
-
-
-def continue_line(run_dir: Path | str, env_steps: int, reached_total: bool, env: str = "") -> str:
-    """How to train on from where a run ended: a finished run needs a larger total. A run on
-    an env object handed to the Python API (`env` an `object:` id) goes on from Python, the
-    env handed over again: no other process can build it, so `--resume` could not."""
-    import json
-
-    from trainers.env_import import is_object_id
-
-    larger = 2 * max(env_steps, 1)
-    if is_object_id(env):
-        resume = f"rltui.train(env=<your env>, resume={json.dumps(str(run_dir), ensure_ascii=False)}"
-        if reached_total:
-            return f"To train on: {resume}, total_timesteps={larger})"
-        return f"To go on: {resume})"
-    resume = f"rltui launch --resume {shlex.quote(str(run_dir))}"
-    if reached_total:
-        return f"To train on: {resume} --set total_timesteps={larger}"
-    return f"To go on: {resume}"
-
-
-def summary_line(verb: str, updates: int, env_steps: int, latest_return: str) -> str:
-    """How a run that ended is summed up, here and by the dashboard on exit;
-    `latest_return` as `return_text` gives it."""
-    noun = "update" if updates == 1 else "updates"
-    return f"{verb} after {updates:,} {noun} ({env_steps:,} env steps), latest mean return {latest_return}."
 
 
 class ProgressListener(SessionListener):
@@ -403,11 +325,3 @@ def exit_code_of(session: TrainingSession) -> ExitCode:
     if session.nonfinite:
         return ExitCode.DIVERGED
     return ExitCode.ERROR if session.checkpoint_failure is not None else ExitCode.OK
-
-
-def checkpoint_failure_line(verb: str, updates: int, failure) -> str:
-    """How a run whose final checkpoint failed ends, here and in the dashboard's exit line;
-    `failure` a session's CheckpointFailure."""
-    noun = "update" if updates == 1 else "updates"
-    return (f"{verb} after {updates:,} {noun}, but the final checkpoint failed ({failure.reason}); "
-            f"{failure.on_disk}.")

@@ -208,7 +208,7 @@ def launch(args, spec=None) -> int:
             # The user gave up waiting (q twice during a compile): the thread is inside XLA,
             # and interpreter shutdown would abort under it. Run files are flushed per chunk;
             # the events log says how the run ended, as a second Ctrl+C's does.
-            from rltui.headless import latest_checkpoint_text
+            from rltui.run_summary import latest_checkpoint_text
             from rltui.session.recorder import record_abort
 
             record_abort(run_dir, session.event_now(

@@ -13,11 +13,12 @@ import pytest
 from test_export import STEPS, make_run
 
 from rltui.cli import main
-from rltui.compare import band, bootstrap, ema, iqm, mean, wants_colour
+from rltui.compare import wants_colour
 from rltui.export import read_run
 from rltui.runs_view.discovery import RunState
 from rltui.runs_view.loading import load_run
 from rltui.runs_view.rows import row_of
+from rltui.statistics import band, bootstrap, ema, iqm, mean
 from rltui.ui.format import fmt_duration
 
 # --- statistics, hand-checked ---------------------------------------------------------------

@@ -7,7 +7,8 @@ from types import MappingProxyType
 
 from rich.console import Console
 
-from rltui.headless import GuardedOutput, ProgressListener, return_text, summary_line
+from rltui.headless import GuardedOutput, ProgressListener
+from rltui.run_summary import return_text, summary_line
 from rltui.session import MetricsSnapshot, SessionState
 
 STEPS = 100  # env steps per update
@@ -142,7 +143,7 @@ def test_display_whose_output_goes_away_goes_quiet_and_says_so_once():
 
 
 def test_the_last_lines_say_how_to_train_on():
-    from rltui.headless import continue_line
+    from rltui.run_summary import continue_line
 
     assert continue_line("runs/a b", 500_224, True) == (
         "To train on: rltui launch --resume 'runs/a b' --set total_timesteps=1000448")
@@ -188,8 +189,8 @@ def test_a_tie_at_the_top_names_the_member_info_stars():
     # name the lowest index as the best.
     from types import MappingProxyType
 
-    from rltui.headless import population_lines, population_return_text
     from rltui.inspect_checkpoint import population_record
+    from rltui.run_summary import population_lines, population_return_text
     from rltui.session.population import MemberState, MemberView, PopulationView
 
     members = tuple(MemberView(m, MappingProxyType({"lr": 1e-3 * (m + 1)}), MemberState.TRAINING, 500.0, 500.0,

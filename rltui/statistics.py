@@ -1,0 +1,104 @@
+"""The statistics runs are compared by, shared by `rltui compare` and the runs view: a
+debiased EMA, the interquartile mean, percentile-bootstrap intervals and curves brought
+onto a common grid of env steps. Plain NumPy."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+
+def ema(values: Sequence[float], weight: float) -> np.ndarray:
+    """Exponential moving average with bias correction (as TensorBoard's smoothing): the
+    early points are not pulled toward zero. weight 0: the raw values."""
+    if not 0 <= weight < 1:
+        raise ValueError(f"smoothing weight must be in [0, 1), got {weight}")
+    out = np.empty(len(values))
+    acc, norm = 0.0, 0.0
+    for i, value in enumerate(values):
+        acc = weight * acc + (1 - weight) * value
+        norm = weight * norm + (1 - weight)
+        out[i] = acc / norm
+    return out
+
+
+def iqm(values: Sequence[float]) -> float:
+    """Interquartile mean: the mean of the middle 50% (the 25% at each end trimmed, with
+    fractional weights where 25% of the count is not whole)."""
+    x = np.sort(np.asarray(values, dtype=float))
+    n = len(x)
+    if n == 0:
+        return math.nan
+    low, high = 0.25 * n, 0.75 * n
+    # Each sorted value covers [i, i+1) of the count; weigh it by how much lies in [low, high).
+    edges = np.arange(n + 1)
+    weights = np.clip(np.minimum(edges[1:], high) - np.maximum(edges[:-1], low), 0, None)
+    return float(np.sum(weights * x) / np.sum(weights))
+
+
+def mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if len(values) else math.nan
+
+
+STATISTICS: dict[str, Callable[[Sequence[float]], float]] = {"mean": mean, "iqm": iqm}
+
+
+class Interval(NamedTuple):
+    center: float
+    low: float
+    high: float
+
+
+def bootstrap(values: Sequence[float], statistic: Callable[[Sequence[float]], float] = mean, *,
+              resamples: int = 2000, level: float = 0.95, seed: int = 0) -> Interval:
+    """The statistic of `values` with a percentile bootstrap interval (resampling the runs
+    with replacement; a fixed seed, so the same runs give the same band)."""
+    x = np.asarray(values, dtype=float)
+    if len(x) == 0:
+        return Interval(math.nan, math.nan, math.nan)
+    center = statistic(x)
+    if len(x) == 1:
+        return Interval(center, center, center)
+    rng = np.random.default_rng(seed)
+    samples = x[rng.integers(0, len(x), size=(resamples, len(x)))]
+    stats = np.mean(samples, axis=1) if statistic is mean else np.array([statistic(s) for s in samples])
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(stats, [tail, 100 - tail])
+    return Interval(center, float(low), float(high))
+
+
+class Band(NamedTuple):
+    steps: np.ndarray
+    center: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+
+def curve_on_grid(steps: Sequence[int], values: Sequence[float], grid: np.ndarray) -> np.ndarray:
+    """A run's curve at the grid's env steps (linear between points, NaN outside the run)."""
+    if not len(steps):
+        return np.full(len(grid), np.nan)
+    out = np.interp(grid, steps, values)
+    out[(grid < steps[0]) | (grid > steps[-1])] = np.nan
+    return out
+
+
+def band(curves: Sequence[tuple[Sequence[int], Sequence[float]]], statistic: str = "mean", *,
+         points: int = 100, resamples: int = 1000, level: float = 0.95, seed: int = 0) -> Band:
+    """Several runs' curves (already smoothed if wanted) as one: at each of `points` env
+    steps up to where the shortest run ends, the statistic across runs and its bootstrap
+    interval."""
+    curves = [(np.asarray(s), np.asarray(v)) for s, v in curves if len(s)]
+    if not curves:
+        empty = np.array([])
+        return Band(empty, empty, empty, empty)
+    start = max(s[0] for s, _ in curves)
+    end = min(s[-1] for s, _ in curves)
+    grid = np.linspace(start, end, points) if end > start else np.array([float(end)])
+    stacked = np.stack([curve_on_grid(s, v, grid) for s, v in curves])
+    stat = STATISTICS[statistic]
+    intervals = [bootstrap(column, stat, resamples=resamples, level=level, seed=seed) for column in stacked.T]
+    return Band(grid, *(np.array(part) for part in zip(*intervals)))
