@@ -109,6 +109,59 @@ async def test_static_panel_lists_only_the_keys_of_the_envs_actions(tmp_path, ac
     await run_scenario(fake, tmp_path, scenario)
 
 
+async def test_the_events_log_keeps_following_after_another_screen_was_shown(tmp_path):
+    # Events that come while the watch view (here any screen) covers the dashboard are laid
+    # out when it comes back: the log still follows the newest.
+    from textual.screen import Screen
+    from textual.widgets import Static
+
+    class Frames(Screen):  # redraws all the while, as the watch view does
+        def compose(self):
+            yield Static("frame 0")
+
+        def on_mount(self):
+            self.frame = 0
+            self.set_interval(0.01, self.draw)
+
+        def draw(self):
+            self.frame += 1
+            self.query_one(Static).update(f"frame {self.frame}")
+
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        log = app.dashboard.events_log
+        await app.push_screen(Frames())
+        for i in range(60):
+            fake.on_thread(fake.event, "checkpoint", f"saved number {i}")
+            await pilot.pause(0.02)  # frames drawn between events
+        await until(pilot, lambda: "saved number 59" in log.text)
+        app.pop_screen()
+        await until(pilot, lambda: log.max_scroll_y > 0)  # laid out again, the 60 lines overflow it
+        await pilot.pause()
+        fake.on_thread(fake.event, "checkpoint", "saved after the view closed")
+        await until(pilot, lambda: "after the view closed" in log.text)
+        await pilot.pause()
+        await pilot.pause()
+        assert log.max_scroll_y > 0 and log.is_vertical_scroll_end, (log.scroll_y, log.max_scroll_y)
+        # Scrolled up by the user, it stays where they put it; back at the end, it follows again.
+        log.action_page_up()
+        await pilot.pause(0.5)  # the page scroll is animated
+        where = log.scroll_y
+        fake.on_thread(fake.event, "checkpoint", "saved while reading back")
+        await until(pilot, lambda: "reading back" in log.text)
+        await pilot.pause()
+        assert log.scroll_y == pytest.approx(where, abs=0.5) and log.scroll_y < log.max_scroll_y - 5
+        log.action_scroll_end()
+        fake.on_thread(fake.event, "checkpoint", "saved once back at the end")
+        await until(pilot, lambda: "back at the end" in log.text)
+        await pilot.pause()
+        await pilot.pause()
+        assert log.is_vertical_scroll_end
+
+    await run_scenario(fake, tmp_path, scenario)
+
+
 @pytest.mark.parametrize("kind, message, shown", [
     ("compiled", "compiled in 3.8 s", "[    7] compiled  in 3.8 s"),
     ("rolled back", "rolled back from update 9", "[    7] rolled back from update 9"),

@@ -138,6 +138,10 @@ class DashboardScreen(Screen):
         self.population = bool(self.config.sweep)
         self.post_message(self.Ready())
 
+    def on_screen_resume(self) -> None:
+        # Events that came while another screen (the watch view) was shown are laid out now.
+        self.events_log.catch_up()
+
     # --- views of the parts -------------------------------------------------------------
     @property
     def status(self) -> StatusBar:

@@ -50,6 +50,7 @@ class EventsLog(VerticalScroll):
         super().__init__(**kwargs)
         self.lines: collections.deque[Content] = collections.deque(maxlen=max_lines)
         self.events: collections.deque[SessionEvent] = collections.deque(maxlen=max_lines)
+        self.following = True
 
     def compose(self):
         yield Static("", id="events-text")
@@ -57,15 +58,55 @@ class EventsLog(VerticalScroll):
     def on_mount(self) -> None:
         self.border_title = "events"
 
+    # The log follows new events until the user scrolls up, and again once they scroll back
+    # to the end. Said by what the user does, not by where the log stands: behind another
+    # screen (the watch view) nothing is laid out, and the end is not where it was.
+    def _on_mouse_scroll_up(self, event) -> None:
+        self.following = False
+
+    def _on_mouse_scroll_down(self, event) -> None:
+        self.call_after_refresh(self._follow_if_at_end)
+
+    def action_scroll_up(self) -> None:
+        self.following = False
+        super().action_scroll_up()
+
+    def action_page_up(self) -> None:
+        self.following = False
+        super().action_page_up()
+
+    def action_scroll_home(self) -> None:
+        self.following = False
+        super().action_scroll_home()
+
+    def action_scroll_down(self) -> None:
+        super().action_scroll_down()
+        self.call_after_refresh(self._follow_if_at_end)
+
+    def action_page_down(self) -> None:
+        super().action_page_down()
+        self.call_after_refresh(self._follow_if_at_end)
+
+    def action_scroll_end(self) -> None:
+        self.following = True
+        super().action_scroll_end()
+
+    def _follow_if_at_end(self) -> None:
+        if self.is_vertical_scroll_end:
+            self.following = True
+
+    def catch_up(self) -> None:
+        """To the newest event, if the log follows them (its screen is shown again)."""
+        if self.following:
+            self.call_after_refresh(self.scroll_end, animate=False)
+
     def add(self, event: SessionEvent) -> None:
         if repeats_another_event(event):
             return
-        follow = self.is_vertical_scroll_end or not self.lines
         self.events.append(event)
         self.lines.append(format_event(event))
         self.query_one("#events-text", Static).update(Content("\n").join(self.lines))
-        if follow:
-            self.call_after_refresh(self.scroll_end, animate=False)
+        self.catch_up()
 
     @property
     def text(self) -> str:
