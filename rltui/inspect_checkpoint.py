@@ -145,6 +145,7 @@ def population_record(saved: Any, config: dict[str, Any], applies: set[str], *,
 def render_info(record: dict[str, Any]) -> str:
     """`info_record` as a report: the facts first (one per line, a name then its value),
     then the hyperparameters, the configuration, the edits and the versions, in sections."""
+    from rltui.config import hparams_as_config
     from rltui.config_toml import show_setting
     from rltui.ui.format import fmt_duration
 
@@ -190,7 +191,8 @@ def render_info(record: dict[str, Any]) -> str:
     lines.extend(["", f"edits        {len(record['edits'])}"])
     for edit in record["edits"]:
         changes = edit.get("changes") if isinstance(edit, dict) else None
-        text = ", ".join(f"{k} {show_setting(v)}" for k, v in changes.items()) if isinstance(changes, dict) else changes
+        text = ", ".join(f"{k} {show_setting(hparams_as_config({k: v}).get(k, v))}" for k, v in changes.items()) \
+            if isinstance(changes, dict) else changes
         chosen = edit.get("members") if isinstance(edit, dict) else None
         if isinstance(chosen, list):
             text = f"{text} (member{'s' if len(chosen) != 1 else ''} {', '.join(map(str, chosen))})"

@@ -38,7 +38,8 @@ from trainers.keys import (
 __all__ = [
     "ACTIVATIONS", "ALGOS", "ALGO_HPARAMS", "EDITABLE_HPARAMS", "LIVE_HPARAMS", "LOG_STD_MODES", "NETWORKS",
     "PRECISIONS", "QUOTE_LIMIT", "TRAINER_KEYS", "UNDEFINED_METRICS", "DynamicHParams", "HParamError",
-    "StaticConfig", "batch_split_problem", "check_changes", "hparam_rule", "quote", "shorten", "validate_hparam",
+    "StaticConfig", "batch_split_problem", "check_changes", "hparam_rule", "quote", "shorten", "show_hparam",
+    "validate_hparam",
 ]
 
 ACTIVATIONS = ("tanh", "relu")
@@ -208,6 +209,15 @@ class DynamicHParams(traced_fields_type(TRAINER_KEYS)):
 def _trainer_rule(key: Key) -> Rule:
     # A traced switch is a bool in the configuration and 0.0/1.0 in the trainer.
     return TrainerSwitch() if isinstance(key.rule, Switch) else key.rule
+
+
+def show_hparam(name: str, value: float) -> str:
+    """A traced hyperparameter's value as messages write it: a switch true or false (as a
+    config file does), a number in six significant figures."""
+    key = next((k for k in TRAINER_KEYS if k.attr == name), None)
+    if key is not None and isinstance(key.rule, Switch) and value in (0.0, 1.0):
+        return "true" if value else "false"
+    return f"{value:.6g}"
 
 
 def hparam_rule(name: str) -> str:

@@ -19,7 +19,7 @@ from rltui.session.commands import (
     Stop,
 )
 from rltui.session.events import SessionState
-from trainers.hparams import HParamError, check_changes
+from trainers.hparams import HParamError, check_changes, show_hparam
 
 
 def validate_changes(changes: dict[str, object]) -> dict[str, float]:
@@ -78,6 +78,6 @@ class CommandSteps:
             return
         old = self._hparams.as_floats()
         self._hparams = self._hparams.with_updates(values)
-        text = ", ".join(f"{k} {old[k]:.6g} -> {v:.6g}" for k, v in values.items())
+        text = ", ".join(f"{k} {show_hparam(k, old[k])} -> {show_hparam(k, v)}" for k, v in values.items())
         self._edits.append({"update": self._updates_done, "changes": values})
         self._event("hparams", f"set {text}", changes=values, previous={k: old[k] for k in values})

@@ -11,7 +11,7 @@ from __future__ import annotations
 from rltui.session.commands import FreezeMembers
 from rltui.session.events import SessionState
 from rltui.session.population import MemberState, Population, Replacement
-from trainers.hparams import DynamicHParams, HParamError, check_changes
+from trainers.hparams import DynamicHParams, HParamError, check_changes, show_hparam
 
 
 class PopulationSteering:
@@ -77,7 +77,7 @@ class PopulationSteering:
         self._edits.append({"update": self._updates_done, "changes": values, "members": list(chosen)})
         who = "every member" if members is None else "member" + ("s " if len(chosen) > 1 else " ") + ", ".join(
             map(str, chosen))
-        text = ", ".join(f"{k} -> {v:.6g}" for k, v in values.items())
+        text = ", ".join(f"{k} -> {show_hparam(k, v)}" for k, v in values.items())
         self._event("hparams", f"set {text} for {who}", changes=values, members=list(chosen),
                     previous={str(m): p for m, p in previous.items()})
         self._population_event("edit", f"set {text} for {who}", members=list(chosen))

@@ -410,6 +410,17 @@ def test_refused_edit_then_valid_edit(cleanup):
     assert float(backend.seen[-1].gamma) == pytest.approx(0.9)
 
 
+def test_a_switch_edit_is_said_true_or_false(cleanup):
+    session, rec, backend = gated_session(total_updates=3)
+    cleanup((session, backend))
+    session.start()
+    backend.wait_entered()
+    session.submit(SetHParams({"bootstrap_truncated": 0.0, "gamma": 0.98}))
+    finish(session, backend)
+    (event,) = rec.kinds("hparams")
+    assert event.message == "set bootstrap_truncated true -> false, gamma 0.99 -> 0.98"
+
+
 def test_commands_apply_in_submission_order(cleanup):
     session, rec, backend = gated_session(total_updates=4)
     cleanup((session, backend))

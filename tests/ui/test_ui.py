@@ -285,7 +285,12 @@ async def test_switches_show_as_true_or_false_in_line_with_the_rest(tmp_path):
         assert "bootstrap_truncated true" in [" ".join(row.split()) for row in rows]
         await pilot.press(*["down"] * editor.fields.index("bootstrap_truncated"))
         assert str(editor.query_one("#editor-rule").content) == "bootstrap_truncated: true or false (now true)"
-        await pilot.press(*"false", "enter")
+        await pilot.press(*"maybe", "enter")  # a switch's refusal says what it takes, whole
+        assert editor.error_text == "bootstrap_truncated: 'maybe': expected true or false"
+        await pilot.pause()
+        error = editor.query_one("#editor-error")
+        assert error.size.width >= len(editor.error_text) or error.size.height > 1
+        await pilot.press("ctrl+a", "ctrl+k", *"false", "enter")
         assert fake.commands_of(SetHParams) == [SetHParams({"bootstrap_truncated": 0.0})]
         assert notes(app)[-1] == "bootstrap_truncated → false at the next chunk boundary"
         await until(pilot, lambda: "bootstrap_truncated" in app.dashboard.events_log.text)

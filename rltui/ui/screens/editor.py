@@ -34,6 +34,8 @@ def parse_edit(name: str, text: str) -> dict[str, float]:
         raise HParamError(f"{name}: type a value ({edit_rule(name)})")
     if name in SWITCHES and text.lower() in ("true", "false"):
         return validate_changes({name: 1.0 if text.lower() == "true" else 0.0})
+    if name in SWITCHES and text not in ("0", "1"):
+        raise HParamError(f"{name}: {text!r}: expected {edit_rule(name)}")
     try:
         number = float(text)
     except ValueError:
