@@ -305,7 +305,8 @@ class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, Population
             if self.population is not None:
                 self._population_boundary()
             if self._sync.agree(self._checkpoint_due()):
-                self._save("periodic")
+                # Due on the last update, it is the run's final checkpoint (no other follows).
+                self._save("final" if self._updates_done >= self.total_updates else "periodic")
 
     def _next_chunk_size(self, count: int, seconds: float) -> int:
         """Size chunks from measured time so that one takes about `chunk_seconds`; grow at

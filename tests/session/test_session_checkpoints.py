@@ -130,6 +130,19 @@ def test_session_reports_disk_full_and_keeps_training(tmp_path, monkeypatch):
     assert store.latest().name == "checkpoint-000000012.msgpack"
 
 
+def test_a_periodic_checkpoint_due_on_the_last_update_is_the_final_one(tmp_path):
+    backend = CountingBackend()
+    backend.gated = True
+    session, store, events = run_session(tmp_path, backend, 16, checkpoint_policy=CheckpointPolicy(every_updates=16))
+    session.start()
+    for _ in range(16):  # the one save due is at update 16, the last
+        backend.gate.release()
+    assert session.join(10)
+    saved = [(e.update, e.data["reason"]) for e in events.events if e.kind == "checkpoint"]
+    assert saved == [(16, "final")]
+    assert json.loads(store.latest().read_bytes())["metadata"]["reason"] == "final"
+
+
 def test_periodic_requested_and_final_checkpoints(tmp_path):
     backend = CountingBackend()
     backend.gated = True
