@@ -258,6 +258,8 @@ async def test_sort_and_filter_by_typing(runs_dir, tmp_path):
         assert names() == ["c-lr", "b-lr"]
         await pilot.press("escape", "slash", *["backspace"] * 8, *"stopped")
         assert names() == ["d-stopped"]
+        await pilot.press("escape", "f")  # back in the list, a letter starts another word of the filter
+        assert screen.filter_text == "stopped f" and names() == []
 
 
 async def test_a_huge_run_loads_in_a_worker(tmp_path):

@@ -336,12 +336,15 @@ class RunsScreen(Screen):
         self.query_one(DataTable).focus()
 
     def on_key(self, event) -> None:
-        # Typing a letter no key is bound to starts the filter with it.
+        # Typing a letter no key is bound to starts the filter with it: a new word after
+        # the filter's words (every one must match), never glued to the last of them.
         if self.focused is self.query_one(DataTable) and event.character and event.character.isprintable() \
                 and event.is_printable and not self.app.active_bindings.get(event.key):
             box = self.query_one(Input)
             box.focus()
-            box.insert_text_at_cursor(event.character)
+            kept = box.value if not box.value or box.value.endswith(" ") else box.value + " "
+            box.value = kept + event.character
+            box.cursor_position = len(box.value)
             event.stop()
 
 

@@ -260,7 +260,7 @@ class WatchScreen(Screen):
                 picture.append(f"\n{failed}", style="yellow")
         info = describe_step(player)
         state = "paused" if self.paused else ("done" if self.finished else "playing")
-        info.append(f"\n{state}, {self.fps:g} frames/s\n", style="dim")
+        info.append(f"\n{state}, {self.fps:g} frame{'' if self.fps == 1 else 's'}/s\n", style="dim")
         self._frame_shown.clear()
         # Laid out here, in the worker: the UI thread only repaints the rows that changed.
         self.post_message(self.FrameReady(pane_lines(picture, size.columns), pane_lines(info, self._info_width)))
