@@ -38,12 +38,13 @@ def cmd_runs(args) -> int:
                          f"for a table: rltui compare {root}/*")
     from rltui.ui.screens.runs import RunsApp
 
-    cache = RunCache()
+    cache, state = RunCache(), None
     while True:
-        app = RunsApp(root, cache=cache, theme=theme)
+        app = RunsApp(root, cache=cache, theme=theme, state=state)
         result = app.run()
         if not isinstance(result, AttachRequest):
             return app.return_code or 0
+        state = app.runs_screen.list_state()  # the list comes back as it was left
         from argparse import Namespace
 
         from rltui.attach import cmd_attach

@@ -182,6 +182,25 @@ async def test_enter_on_a_finished_run_opens_its_curves(runs_dir, tmp_path):
         assert app.screen is screen
 
 
+async def test_back_from_an_attached_run_the_list_is_as_it_was_left(runs_dir, tmp_path):
+    # `rltui runs` builds the list again after a detach, from the state the last one left.
+    first = make_app(runs_dir, tmp_path)
+    async with first.run_test(size=(160, 40)) as pilot:
+        screen = first.runs_screen
+        await until(pilot, lambda: screen.loaded)
+        await pilot.press("space", "down", "space", "s", "S", "m", "x")  # two runs picked, sorted, charted
+        await pilot.press(*"lr=0.001", "escape")
+        state = screen.list_state()
+    assert len(state.selected) == 2 and state.filter_text == "lr=0.001"
+    again = make_app(runs_dir, tmp_path, state=state)
+    async with again.run_test(size=(160, 40)) as pilot:
+        screen = again.runs_screen
+        await until(pilot, lambda: screen.loaded)
+        assert screen.list_state() == state
+        assert screen.query_one("Input").value == "lr=0.001"
+        assert "2 selected" in str(screen.query_one("#runs-status").render())
+
+
 async def test_overlay_smoothing_and_config_differences(runs_dir, tmp_path):
     from rltui.ui.widgets.runs_chart import RunsChart
 

@@ -9,6 +9,7 @@ group by a config key, i mean/IQM, c clears the selection, q quits."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
 import time
@@ -46,6 +47,19 @@ def _started(stamp: float | None) -> str:
     return "-" if stamp is None else datetime.datetime.fromtimestamp(stamp).strftime("%m-%d %H:%M")
 
 
+@dataclasses.dataclass
+class ListState:
+    """How the list was left (`RunsScreen.list_state`): a detach from the run Enter attached
+    to comes back to it as it was."""
+
+    selected: list[Path]
+    sort_key: str
+    descending: bool
+    filter_text: str
+    controls: CurveControls
+    cursor: Path | None
+
+
 class RunsScreen(Screen):
     DEFAULT_CSS = """
     RunsScreen #runs-filter { height: 3; border: round $secondary; }
@@ -71,7 +85,7 @@ class RunsScreen(Screen):
     ]
 
     def __init__(self, root: Path, cache: RunCache, *, probe=socket_answers, refresh_interval: float = 2.0,
-                 points: int | None = None):
+                 points: int | None = None, state: ListState | None = None):
         super().__init__()
         self.root = Path(root)
         self.cache = cache
@@ -88,6 +102,15 @@ class RunsScreen(Screen):
         self.loaded = False  # the first scan is in
         self.scan_seconds = 0.0
         self.overlay: Overlay | None = None
+        self._cursor_at: Path | None = None  # where the cursor goes once the first scan is in
+        if state is not None:
+            self.selected, self.sort_key, self.descending = list(state.selected), state.sort_key, state.descending
+            self.filter_text, self.controls = state.filter_text, dataclasses.replace(state.controls)
+            self._cursor_at = state.cursor
+
+    def list_state(self) -> ListState:
+        return ListState(list(self.selected), self.sort_key, self.descending, self.filter_text,
+                         dataclasses.replace(self.controls), self.cursor_path())
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="filter: words to match in name, env, algo, state or key=value (/ to type, Esc: list)",
@@ -103,6 +126,8 @@ class RunsScreen(Screen):
         for label in COLUMNS:
             table.add_column(label, key=label or "mark")
         table.focus()
+        if self.filter_text:
+            self.query_one(Input).value = self.filter_text
         self._status("reading runs…")
         self.scan()
         if self.refresh_interval:
@@ -143,7 +168,7 @@ class RunsScreen(Screen):
     # --- the table ------------------------------------------------------------------------------
     def fill(self) -> None:
         table = self.query_one(DataTable)
-        current = self.cursor_path()
+        current, self._cursor_at = self.cursor_path() or self._cursor_at, None
         rows = [r for r in self.rows.values() if matches(r, self.config_of(r.path), self.filter_text)]
         self.shown = sort_rows(rows, self.sort_key, self.descending)
         base = self.config_of(self.selected[0]) if self.selected else None
@@ -356,7 +381,7 @@ class RunsApp(App):
 
     def __init__(self, root: Path, *, cache: RunCache | None = None, theme: str | None = None,
                  probe=socket_answers, refresh_interval: float = 2.0, user_theme_dir: Path | None = None,
-                 points: int | None = None):
+                 points: int | None = None, state: ListState | None = None):
         super().__init__()
         from rltui.ui.themes import DEFAULT_THEME, load_themes
 
@@ -366,7 +391,7 @@ class RunsApp(App):
         self.root = Path(root)
         self.cache = cache or RunCache()
         self.runs_screen = RunsScreen(self.root, self.cache, probe=probe, refresh_interval=refresh_interval,
-                                      points=points)
+                                      points=points, state=state)
         self.sub_title = str(self.root)
 
     def on_mount(self) -> None:

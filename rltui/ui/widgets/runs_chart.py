@@ -3,6 +3,8 @@ plotext, and the chart settings the list and a run's own curves screen share."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from textual.color import Color
 from textual_plotext import PlotextPlot
 
@@ -67,6 +69,7 @@ class RunsChart(PlotextPlot):
         self.refresh()
 
 
+@dataclasses.dataclass
 class CurveControls:
     """The chart settings shared by the list and a run's own curves screen."""
 
