@@ -218,8 +218,13 @@ def train(
     hparams = prepared.changes.hparams_before if prepared is not None else None
     for notice in prepared.notices(checkpoint.metadata) if prepared is not None else ():
         warnings.warn(notice, UserWarning, stacklevel=2)
-    session, recorder = build_session(config, devices, directory, checkpoint.data if checkpoint else None, None,
-                                      hparams)
+    from rltui.session.recorder import RunFileError
+
+    try:
+        session, recorder = build_session(config, devices, directory, checkpoint.data if checkpoint else None, None,
+                                          hparams)
+    except RunFileError as err:  # a run file it cannot open (one that is not a regular file)
+        raise ApiError(str(err)) from None
     if prepared is not None:
         apply_resume(session, recorder, prepared, checkpoint.metadata)
     records = _Records()
@@ -272,17 +277,17 @@ class _Records(SessionListener):
         self.latest_return: float | None = None
 
     def load(self, path: Path) -> None:
-        import json
+        from rltui.read_limits import read_lines
+        from trainers.json_text import loads
 
         try:
-            with open(path, encoding="utf-8") as lines:
-                for line in lines:
-                    try:
-                        row = json.loads(line)
-                    except ValueError:
-                        continue  # a line cut short by a crash
-                    if isinstance(row, dict) and "update" in row:
-                        self.rows.append(row)
+            for line in read_lines(path):
+                try:
+                    row = loads(line) if line is not None else None
+                except ValueError:
+                    continue  # a line damaged, or too long to read
+                if isinstance(row, dict) and "update" in row:
+                    self.rows.append(row)
         except OSError:
             pass  # no history: the metrics start at the checkpoint, as the curves do
 

@@ -18,6 +18,49 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 SERVE_HINT = 'rltui serve needs textual-serve: pip install "rltui[serve]" (or: pip install textual-serve)'
 
 
+def add_parsers(sub) -> None:
+    """`rltui attach` and `rltui serve`."""
+    attach = sub.add_parser(
+        "attach", help="open the dashboard on a running job",
+        description="Open the dashboard on a job that is running (headless or not), through the control socket in "
+        "its run directory. q detaches and leaves the job running; k stops the job (asks first). Several clients "
+        "may watch and steer one job at once.",
+    )
+    attach.add_argument("run_dir", metavar="RUN_DIR", help="the running job's run directory")
+    attach.add_argument("--theme", metavar="NAME", help="dashboard theme (default rltui-dark)")
+
+    serve = sub.add_parser(
+        "serve", help="serve a running job's dashboard to a web browser",
+        description="Serve `rltui attach RUN_DIR` to web browsers with textual-serve: each browser tab watches and "
+        "steers the existing job. Needs the serve extra: pip install \"rltui[serve]\".",
+    )
+    serve.add_argument("run_dir", metavar="RUN_DIR", help="the running job's run directory")
+    serve.add_argument(
+        "--host", default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only; on another, the token crosses the "
+        "network in plain HTTP unless HTTPS is put in front)",
+    )
+    serve.add_argument("--port", type=int, default=8000, help="TCP port to listen on (default 8000)")
+    serve.add_argument(
+        "--public-url", metavar="URL",
+        help="the address browsers open, for every page to point at (behind a proxy or tunnel that changes it; "
+        "default: the address each browser used)",
+    )
+    access = serve.add_mutually_exclusive_group()
+    access.add_argument(
+        "--token", metavar="TOKEN",
+        help="the token every request must carry (default: a random one, printed in the address to open; "
+        "other users see a command line: set RLTUI_SERVE_TOKEN instead to keep it from them)",
+    )
+    access.add_argument(
+        "--no-token", action="store_true",
+        help="serve without a token: anyone who can reach the address, every user of this machine included, "
+        "can steer the run",
+    )
+    serve.add_argument("--theme", metavar="NAME", help="dashboard theme (default rltui-dark)")
+    serve.add_argument("--verbose", action="store_true", help="log every HTTP request")
+
+
 def _error(message: str) -> int:
     return report(message)
 
@@ -127,12 +170,34 @@ def _child_can_import_rltui() -> None:
 
 
 def make_server(run_dir: Path, host: str, port: int, theme: str | None = None, *,
-                public_url: str | None = None, verbose: bool = False, out=None):
+                public_url: str | None = None, verbose: bool = False, out=None, token: str | None = None):
     from rltui.serve import DashboardServer
 
     _child_can_import_rltui()
     return DashboardServer(attach_command(run_dir, theme), host=host, port=port, title=f"rltui · {Path(run_dir).name}",
-                           run_dir=str(run_dir), public_url=public_url, verbose=verbose, out=out)
+                           run_dir=str(run_dir), public_url=public_url, verbose=verbose, out=out, token=token)
+
+
+TOKEN_VARIABLE = "RLTUI_SERVE_TOKEN"
+
+
+def serve_token(args) -> str | None:
+    """The token serve requires: --token's, else $RLTUI_SERVE_TOKEN's (which other users
+    cannot read, as they can a command line), else a random one; None with --no-token.
+    ValueError for an empty one."""
+    if args.no_token:
+        return None
+    given, where = args.token, "--token"
+    if given is None:
+        given, where = os.environ.get(TOKEN_VARIABLE), TOKEN_VARIABLE
+    if given is None:
+        import secrets
+
+        return secrets.token_urlsafe(32)
+    if not given.strip() or given != given.strip():
+        raise ValueError(f"{where}: expected a token without spaces around it, got {given!r} "
+                         "(--no-token serves without one)")
+    return given
 
 
 def check_public_url(url: str | None) -> None:
@@ -157,6 +222,7 @@ def cmd_serve(args) -> int:
     try:
         check_theme(args.theme)
         check_public_url(args.public_url)
+        token = serve_token(args)
         remote = RemoteSession.connect(args.run_dir)  # a job must be listening now
     except AttachError as err:
         return _error(_ended(args.run_dir, str(err)))
@@ -165,14 +231,18 @@ def cmd_serve(args) -> int:
     # serve goes on after the run ends: open tabs keep its last state on screen, new ones
     # say it has ended. This terminal is told once, when it happens.
     remote.add_listener(RunEndWatcher(Path(args.run_dir)))
-    if args.host not in LOOPBACK:
-        print(f"rltui: warning: serving on {args.host}: anyone who can reach it can steer the run", file=sys.stderr)
+    if token is None:
+        print(f"rltui: warning: serving without a token: anyone who can reach {args.host}:{args.port} "
+              "(every user of this machine included) can steer the run", file=sys.stderr)
+    elif args.host not in LOOPBACK and not (args.public_url or "").startswith("https:"):
+        print(f"rltui: warning: serving on {args.host} over plain HTTP: whoever sees the traffic can read the token "
+              "and steer the run; tunnel (ssh -L) or put HTTPS in front (--public-url)", file=sys.stderr)
     try:
         # Bound once before textual-serve starts: it prints "Serving ... on" before binding,
         # and a taken port would read as served, then fail.
         socket.create_server((args.host, args.port)).close()
         make_server(Path(args.run_dir), args.host, args.port, args.theme, public_url=args.public_url,
-                    verbose=args.verbose).serve()
+                    verbose=args.verbose, token=token).serve()
     except OSError as err:  # the address is taken, or not this machine's
         return _error(f"cannot listen on {args.host}:{args.port}: {err.strerror or err}")
     finally:

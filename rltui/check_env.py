@@ -79,6 +79,7 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = "ppo") -> list[Che
     import jax.numpy as jnp
     import numpy as np
 
+    from trainers.env_import import one_line
     from trainers.envs import episode_limit
 
     raw = _raw(spec)
@@ -92,7 +93,7 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = "ppo") -> list[Che
             checks.append(Check(name, "fail", str(err)))
             return False
         except Exception as err:  # noqa: BLE001 - the env's own code may raise anything
-            checks.append(Check(name, "fail", _one_line(err)))
+            checks.append(Check(name, "fail", one_line(err)))
             return False
         status, reason = detail if isinstance(detail, tuple) else ("pass", detail)
         checks.append(Check(name, status, reason))
@@ -132,6 +133,10 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = "ppo") -> list[Che
     def obs_check():
         space = raw.observation_space(params)
         leaves = jax.tree.leaves(state["obs"])
+        for what, values in (("reset", leaves), ("step", jax.tree.leaves(obs))):
+            bad = next(filter(None, map(_not_finite, values)), None)
+            if bad:
+                raise CheckFailed(f"{what} gives {bad} in its observations")
         if len(leaves) != 1 or not hasattr(space, "shape"):
             return f"a pytree of {len(leaves)} arrays, flattened into {spec.obs_size} values"
         declared = tuple(int(d) for d in space.shape)
@@ -159,8 +164,9 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = "ppo") -> list[Che
         r = np.asarray(reward)
         if r.shape != (CHECK_ENVS,):
             raise CheckFailed(f"reward has shape {r.shape[1:]} per env; expected a scalar")
-        if not np.all(np.isfinite(r)):
-            raise CheckFailed("reward is not finite (NaN or inf)")
+        bad = _not_finite(r)
+        if bad:
+            raise CheckFailed(f"reward is {bad}")
         return f"scalar {r.dtype}"
 
     attempt("rewards are finite scalars", reward_check)
@@ -201,7 +207,8 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = "ppo") -> list[Che
     def determinism_check():
         a, b = run(jax.random.PRNGKey(3)), run(jax.random.PRNGKey(3))
         for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-            if not np.array_equal(np.asarray(x), np.asarray(y)):
+            # NaN where the other run has NaN is the same: a NaN is not randomness (the next check names it)
+            if not np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True):
                 raise CheckFailed("two runs from the same key differ (randomness outside the key, e.g. numpy.random)")
         state["episode"] = a
         return f"{limit + 1} steps from one key, twice: identical"
@@ -209,8 +216,21 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = "ppo") -> list[Che
     if not attempt("deterministic for a fixed key", determinism_check):
         return checks
 
+    def finite_check():
+        observations, rewards, _ = state["episode"]
+        for what, values in (("observations", jax.tree.leaves(observations)), ("rewards", [rewards])):
+            for leaf in values:
+                bad = _not_finite(leaf)
+                if bad:
+                    not_finite = ~np.isfinite(np.asarray(leaf).reshape(len(leaf), -1))
+                    step = int(np.argmax(not_finite.any(axis=1)))
+                    raise CheckFailed(f"step {step + 1} of a random episode gives {bad} in its {what}")
+        return f"observations and rewards finite over {limit + 1} random steps"
+
+    attempt("observations and rewards stay finite", finite_check)
+
     def end_check():
-        _, rewards, dones = state["episode"]
+        _, _, dones = state["episode"]
         ended = np.asarray(dones).any(axis=0)
         if not ended.all():
             declared = "params.max_steps_in_episode" if hasattr(params, "max_steps_in_episode") else "no declared limit"
@@ -218,13 +238,12 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = "ppo") -> list[Che
                 f"{int((~ended).sum())} of {CHECK_ENVS} random episodes did not end within {limit} steps "
                 f"({declared}); returns are only reported when episodes end"
             )
-        if not np.all(np.isfinite(np.asarray(rewards))):
-            raise CheckFailed("a reward over the episode is not finite")
         return f"every random episode ended within {limit} steps"
 
     attempt("an episode ends within the limit", end_check)
 
     def update_check():
+        from trainers import checkpoint
         from trainers.hparams import DynamicHParams, StaticConfig
         from trainers.parallel import build
 
@@ -233,13 +252,35 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = "ppo") -> list[Che
         parallel = build(static, jax.local_devices()[:1])
         hparams = DynamicHParams.create(anneal_updates=1.0)
         train_state = parallel.init(parallel.seed_keys(0), hparams)
-        _, metrics = parallel.run_chunk(train_state, hparams, 1)
+        train_state, metrics = parallel.run_chunk(train_state, hparams, 1)
         losses = [float(np.asarray(v).reshape(-1)[0]) for k, v in _metric_items(metrics) if "loss" in k]
         if losses and not all(math.isfinite(v) for v in losses):
             raise CheckFailed("the loss of one update is not finite")
+        if not checkpoint.is_finite(parallel.to_portable(train_state)):
+            raise CheckFailed("the parameters after one update hold NaN or inf")
+        state.update(parallel=parallel, hparams=hparams, train_state=train_state)
         return f"one {algo} update ran ({CHECK_ENVS} envs x 8 steps)"
 
-    attempt("one policy update runs", update_check)
+    if not attempt("one policy update runs", update_check):
+        return checks
+
+    def checkpoint_check():
+        # What a run's checkpoint and `--resume` do: the whole state (the env's own state
+        # classes included) to bytes and back, then one more update from each copy.
+        from trainers import checkpoint
+
+        parallel, hparams, trained = state["parallel"], state["hparams"], state["train_state"]
+        portable = parallel.to_portable(trained)
+        restored, _ = checkpoint.decode(checkpoint.encode(portable, {}), portable)
+        resumed = parallel.put(parallel.from_portable(restored), like=trained)
+        _, going_on = parallel.run_chunk(trained, hparams, 1)
+        _, after_resume = parallel.run_chunk(resumed, hparams, 1)
+        for a, b in zip(jax.tree.leaves(going_on), jax.tree.leaves(after_resume)):
+            if not np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True):
+                raise CheckFailed("the update after a restored checkpoint differs from the one it continues")
+        return "saved, restored, and the next update is the same"
+
+    attempt("checkpoint and resume", checkpoint_check)
     return checks
 
 
@@ -253,9 +294,16 @@ def _metric_items(metrics: Any):
     return []
 
 
-def _one_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+def _not_finite(values: Any) -> str | None:
+    """"NaN" or "inf" when `values` hold one (NaN first: it is the likelier bug), else None."""
+    import numpy as np
+
+    array = np.asarray(values)
+    if not np.issubdtype(array.dtype, np.inexact):
+        return None
+    if np.isnan(array).any():
+        return "NaN"
+    return "inf" if np.isinf(array).any() else None
 
 
 def render(checks: list[Check]) -> str:

@@ -148,37 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check_env.add_argument("--algo", default="ppo", choices=("ppo", "reinforce"), help="algorithm (default ppo)")
 
-    attach = sub.add_parser(
-        "attach", help="open the dashboard on a running job",
-        description="Open the dashboard on a job that is running (headless or not), through the control socket in "
-        "its run directory. q detaches and leaves the job running; k stops the job (asks first). Several clients "
-        "may watch and steer one job at once.",
-    )
-    attach.add_argument("run_dir", metavar="RUN_DIR", help="the running job's run directory")
-    attach.add_argument("--theme", metavar="NAME", help="dashboard theme (default rltui-dark)")
-
-    serve = sub.add_parser(
-        "serve", help="serve a running job's dashboard to a web browser",
-        description="Serve `rltui attach RUN_DIR` to web browsers with textual-serve: each browser tab watches and "
-        "steers the existing job. Needs the serve extra: pip install \"rltui[serve]\".",
-    )
-    serve.add_argument("run_dir", metavar="RUN_DIR", help="the running job's run directory")
-    serve.add_argument(
-        "--host", default="127.0.0.1",
-        help="address to listen on (default 127.0.0.1: this machine only; anyone who can reach another "
-        "address can steer the job)",
-    )
-    serve.add_argument("--port", type=int, default=8000, help="TCP port to listen on (default 8000)")
-    serve.add_argument(
-        "--public-url", metavar="URL",
-        help="the address browsers open, for every page to point at (behind a proxy or tunnel that changes it; "
-        "default: the address each browser used)",
-    )
-    serve.add_argument("--theme", metavar="NAME", help="dashboard theme (default rltui-dark)")
-    serve.add_argument("--verbose", action="store_true", help="log every HTTP request")
-    from rltui import compare, export
+    from rltui import attach, compare, export
     from rltui.runs_view import command as runs_command
 
+    attach.add_parsers(sub)
     export.add_parser(sub)
     compare.add_parser(sub)
     runs_command.add_parser(sub)

@@ -262,19 +262,21 @@ def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | No
                 steps, values, _ = compared_column(run, metric)
                 curves.append((steps, ema(values, smooth) if values else values))
             b = band(curves, statistic)
-            if len(b.steps):
+            center = _plottable(b.steps, b.center)
+            if len(center[0]):
                 label = f"{group}={_show(value)} ({len(members)})"
-                plt.plot(b.steps.tolist(), b.center.tolist(), label=label, marker=marker(index))
-                plt.plot(b.steps.tolist(), b.low.tolist(), marker="dot" if colour else ".")
-                plt.plot(b.steps.tolist(), b.high.tolist(), marker="dot" if colour else ".")
-                xs += [float(b.steps[0]), float(b.steps[-1])]
+                plt.plot(*center, label=label, marker=marker(index))
+                plt.plot(*_plottable(b.steps, b.low), marker="dot" if colour else ".")
+                plt.plot(*_plottable(b.steps, b.high), marker="dot" if colour else ".")
+                xs += [center[0][0], center[0][-1]]
     else:
         for index, run in enumerate(runs):
             steps, values, member = compared_column(run, metric)
-            if values:
+            curve = _plottable(steps, ema(values, smooth))
+            if len(curve[0]):
                 label = run.name if member is None else f"{run.name} (member {member})"
-                plt.plot(steps, ema(values, smooth).tolist(), label=label, marker=marker(index))
-                xs += [float(steps[0]), float(steps[-1])]
+                plt.plot(*curve, label=label, marker=marker(index))
+                xs += [curve[0][0], curve[0][-1]]
     if xs:
         columns = width or shutil.get_terminal_size().columns
         plt.xticks(*count_ticks(min(xs), max(xs), max(2, columns // 12)))
@@ -284,9 +286,21 @@ def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | No
     return text if colour else plt.uncolorize(text)
 
 
+# Beyond this size the plot's own axis arithmetic (ranges, ticks) overflows a float.
+PLOT_LIMIT = 1e300
+
+
+def _plottable(steps: Sequence[float], values: Sequence[float]) -> tuple[list[float], list[float]]:
+    """The points of a curve a plot can draw: finite, and within PLOT_LIMIT of zero."""
+    points = [(float(x), float(y)) for x, y in zip(steps, values) if math.isfinite(y) and abs(y) <= PLOT_LIMIT]
+    return [x for x, _ in points], [y for _, y in points]
+
+
 def cmd_compare(args) -> int:
     if not 0 <= args.smooth < 1:
         raise UsageError(f"--smooth: expected a number in [0, 1), got {args.smooth:g}")
+    if args.threshold is not None and not math.isfinite(args.threshold):
+        raise UsageError(f"--threshold: expected a finite number, got {args.threshold:g}")
     runs = [open_run(Path(path)) for path in args.run_dirs]
     base = runs[0].config
     summaries = [summarize(run, args.metric, args.threshold, base) for run in runs]

@@ -87,8 +87,9 @@ RUN_KEYS: tuple[Key, ...] = (
         Number(0.01, 60, unit="seconds"), RUN),
     Key("checkpoint_every_updates", 0, "save a checkpoint every N updates; 0 = only by time",
         IntRange(0, INT32_MAX), RUN),
-    Key("checkpoint_minutes", 10.0, "save a checkpoint every M minutes; 0 = only by update count",
-        Number(0, unit="minutes"), RUN),
+    Key("checkpoint_minutes", 1.0, "save a checkpoint every M minutes, the first 10 seconds after training starts "
+        "(never more often than 100x a save's own time, so saving takes at most 1% of the run); "
+        "0 = only by update count", Number(0, unit="minutes"), RUN),
     Key("keep_checkpoints", 3, "how many recent checkpoints to keep", IntRange(1, INT32_MAX), RUN),
     Key("eval_every_updates", 0, "evaluate the policy greedily every N updates on envs of its own (eval_return in "
         "metrics.jsonl; the best policy kept as checkpoints/best.msgpack); 0 = off", IntRange(0, INT32_MAX), RUN),

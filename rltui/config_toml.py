@@ -93,8 +93,10 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 def load_toml(path: Path) -> dict[str, Any]:
+    from rltui.read_limits import TEXT_FILE_BYTES, read_text
+
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, TEXT_FILE_BYTES, "a configuration")
     except FileNotFoundError:
         raise ConfigError(f"--config: no such file: {path}") from None
     except OSError as err:

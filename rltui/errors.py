@@ -59,7 +59,10 @@ def as_rltui_error(err: BaseException) -> RltuiError | None:
         return err
     if isinstance(err, _trainer_input_errors()):
         return UsageError(str(err))
-    return None
+    from trainers.env_import import callback_failure
+
+    called_back = callback_failure(err)  # the env's own code failed, while it ran (eval, watch)
+    return RltuiError(called_back) if called_back else None
 
 
 def report(err: RltuiError | str, exit_code: ExitCode = ExitCode.USAGE) -> int:

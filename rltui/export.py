@@ -12,15 +12,16 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
 import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from rltui.errors import UsageError
+from rltui.read_limits import TEXT_FILE_BYTES, read_lines, read_text
+from trainers.json_text import loads
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -137,7 +138,7 @@ class RunData(RunFolder):
                 return max(1, int(record.get("env_steps", 0)) // int(record["update"]))
         try:
             return max(1, int(self.config.get("num_envs", 1)) * int(self.config.get("num_steps", 1)))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return 1
 
 
@@ -169,35 +170,48 @@ def is_run_dir(path: Path) -> bool:
     return (path / METRICS).is_file() or (path / CONFIG).is_file()
 
 
-def read_jsonl(path: Path, problems: list[str]) -> list[dict[str, Any]]:
-    """The JSON objects of a .jsonl file. A last line without its newline is one being
-    written (or cut by a crash) and is left out quietly; other unreadable lines are
-    skipped and counted in `problems`."""
+def is_count(value: Any) -> bool:
+    """An update, step or sequence number as rltui writes them: an int, 0 or more (JSON's true
+    is no count)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def sound_record(record: dict[str, Any]) -> bool:
+    """A metrics record whose steps and time every reader can use as numbers."""
+    wall = record.get("wall_time")
+    return (all(is_count(record[k]) for k in ("update", "env_steps") if k in record)
+            and (wall is None or isinstance(wall, (int, float)) and not isinstance(wall, bool) and math.isfinite(wall)))
+
+
+def sound_event(event: dict[str, Any]) -> bool:
+    """An event whose update (and env steps, where its data says them) are counts."""
+    data = event.get("data")
+    return is_count(event.get("update", 0)) and (
+        not isinstance(data, dict) or is_count(data.get("env_steps", 0)))
+
+
+def read_jsonl(path: Path, problems: list[str],
+               sound: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
+    """The JSON objects of a .jsonl file (those `sound` accepts), streamed a line at a
+    time. A last line without its newline is one being written (or cut by a crash) and is
+    left out quietly; other unreadable lines (not JSON, nested too deeply, longer than
+    JSONL_LINE_BYTES, refused by `sound`) are skipped and counted in `problems`."""
+    out, bad = [], 0
     try:
-        with open(path, "rb") as file:
-            data = file.read()
+        for line in read_lines(path):
+            try:
+                value = loads(line) if line is not None else None
+            except ValueError:
+                value = None
+            if isinstance(value, dict) and (sound is None or sound(value)):
+                out.append(value)
+            else:
+                bad += 1
     except FileNotFoundError:
         return []
     except OSError as err:
         problems.append(f"cannot read {path.name}: {err.strerror or err}")
-        return []
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    elif lines:
-        lines.pop()  # partial: the writer has not finished it
-    out, bad = [], 0
-    loads = json.loads
-    for line in lines:
-        try:
-            value = loads(line)
-        except ValueError:
-            bad += 1
-            continue
-        if isinstance(value, dict):
-            out.append(value)
-        else:
-            bad += 1
+        return out
     if bad:
         problems.append(f"{bad:,} damaged line{'s' if bad != 1 else ''} in {path.name}")
     return out
@@ -208,15 +222,17 @@ def read_run(path: Path) -> RunData:
     problems: list[str] = []
     config: dict[str, Any] = {}
     try:
-        config = tomllib.loads((path / CONFIG).read_text(encoding="utf-8"))
+        config = tomllib.loads(read_text(path / CONFIG, TEXT_FILE_BYTES, "a configuration"))
     except FileNotFoundError:
         problems.append(f"no {CONFIG}")
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError) as err:
+    except OSError as err:
+        problems.append(f"cannot read {CONFIG}: {err.strerror or err}")
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError, RecursionError) as err:
         problems.append(f"{CONFIG} unreadable ({type(err).__name__})")
-    records = read_jsonl(path / METRICS, problems)
+    records = read_jsonl(path / METRICS, problems, sound_record)
     if not (path / METRICS).exists():
         problems.append(f"no {METRICS}")
-    events = read_jsonl(path / EVENTS, problems)
+    events = read_jsonl(path / EVENTS, problems, sound_event)
     population = read_jsonl(path / POPULATION, problems)
     return RunData(path, config, records, events, problems, population)
 
@@ -257,7 +273,9 @@ def export_tensorboard(run: RunData, directory: Path) -> int:
         started = (run.path / CONFIG).stat().st_mtime
     except OSError:
         started = time.time()
-    writer = EventFileWriter(directory)
+    # Inside the run directory the files are the run's, its owner's only; a folder named
+    # elsewhere keeps the modes the user's umask gives.
+    writer = EventFileWriter(directory, private=Path(directory).resolve().is_relative_to(run.path.resolve()))
     try:
         writer.write_summary(text_summary(CONFIG_TAG, config_text(run.config)), 0, started)
         experiment, session_start, _ = hparams_summaries(hparam_values(run.config), {"episode_return": None})

@@ -3,8 +3,11 @@ listener of the session. Never imports textual."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import math
 import os
+import select
 import shlex
 import signal
 import sys
@@ -47,10 +50,13 @@ OUTPUT_CLOSED = "output closed; training goes on"
 
 class GuardedOutput:
     """The display's stream (stderr), for a reader that may go away: a pipe whose reader
-    exits (`| head -1`), a terminal that hangs up. The first write that fails points the
-    stream's file descriptor (and standard output, when it is the same pipe) at the null
-    device, so that no later write anywhere in the process fails, and calls `on_closed`
-    once; the run itself goes on. Any other attribute is the stream's."""
+    exits (`| head -1`), a terminal that hangs up. The first write that fails because the
+    reader is gone (`reader_gone`) points the stream's file descriptor (and standard output,
+    when it is the same pipe) at the null device, so that no later write anywhere in the
+    process fails, and calls `on_closed` once; the run itself goes on. A write that would
+    block (a terminal another process made non-blocking) or was interrupted waits for room
+    and goes on, as a blocking write would; any other failure loses that write only. Any
+    other attribute is the stream's."""
 
     def __init__(self, stream: TextIO, on_closed: Callable[[], None] = lambda: None):
         self._stream = stream
@@ -59,19 +65,36 @@ class GuardedOutput:
         self.closed_output = False
 
     def write(self, text: str) -> int:
-        if not self.closed_output:
+        while not self.closed_output:
             try:
                 return self._stream.write(text)
-            except (OSError, ValueError):  # ValueError: the stream itself was closed
-                self._lost()
+            except (BlockingIOError, InterruptedError):
+                self._wait_for_room()
+            except (OSError, ValueError) as err:  # ValueError: the stream itself was closed
+                if reader_gone(err):
+                    self._lost()
+                break
         return len(text)
 
     def flush(self) -> None:
-        if not self.closed_output:
+        while not self.closed_output:
             try:
                 self._stream.flush()
-            except (OSError, ValueError):
-                self._lost()
+                return
+            except (BlockingIOError, InterruptedError):
+                self._wait_for_room()
+            except (OSError, ValueError) as err:
+                if reader_gone(err):
+                    self._lost()
+                return
+
+    def _wait_for_room(self) -> None:
+        try:
+            fd = self._stream.fileno()
+        except (OSError, ValueError):
+            return  # no descriptor to wait on: try again at once
+        with contextlib.suppress(OSError, ValueError):  # a descriptor gone bad fails the retry instead
+            select.select([], [fd], [])
 
     def _lost(self) -> None:
         with self._lock:
@@ -91,6 +114,17 @@ class GuardedOutput:
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)
+
+
+# What a write fails with once its reader has gone for good: a terminal hung up (EIO,
+# ENXIO), a pipe's reader exited (EPIPE), the descriptor closed (EBADF).
+_READER_GONE = frozenset({errno.EIO, errno.EPIPE, errno.ENXIO, errno.EBADF})
+
+
+def reader_gone(err: OSError | ValueError) -> bool:
+    """Whether `err`, from writing or reading a stream, says its other end is gone for good
+    (a ValueError: the stream itself was closed)."""
+    return not isinstance(err, OSError) or err.errno in _READER_GONE
 
 
 def _same_file(a: int, b: int) -> bool:
@@ -301,7 +335,9 @@ def run_headless(
         console.print(Text(f"Run files: {run_dir}" if run_dir else f"{peer_label}: run files are written by process 0"))
         if run_dir and code in (ExitCode.OK, ExitCode.DIVERGED) and session.updates_done > session.start_update:
             reached = session.updates_done >= session.total_updates
-            go_on = continue_line(run_dir, session.env_steps, reached, str(session.describe().get("env", "")))
+            go_on = continue_line(run_dir, session.env_steps, reached, str(session.describe().get("env", "")),
+                                  diverged=session.nonfinite, lr=float(session.hparams.lr),
+                                  total_env_steps=session.total_updates * session.backend.steps_per_update)
             console.print(Text(go_on, style="dim"))
         return code
 

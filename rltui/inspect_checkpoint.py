@@ -282,6 +282,10 @@ def cmd_eval(args) -> int:
     import jax
     import numpy as np
 
+    from rltui.errors import UsageError
+    from rltui.population.memory import check_evaluation_fits, tree_bytes
+    from rltui.resume import portable_template, state_shapes
+    from rltui.watch.params import acting_template
     from trainers.env_import import EnvImportError
     from trainers.evaluate import evaluate
     from trainers.parallel import build
@@ -291,19 +295,33 @@ def cmd_eval(args) -> int:
     except EnvImportError as err:  # an env by import path whose module is not importable here
         return _fail(f"eval: the run's env {config.env} cannot be built here: {str(err).removeprefix('env: ')}")
     trainer = parallel.trainer
-    template = checkpoint.to_portable(parallel.init(parallel.seed_keys(0), config.dynamic_hparams()))
+    static = trainer.static
+
+    def compile_for(episodes: int):
+        """The evaluation of `episodes` at once, compiled from shapes: nothing allocated."""
+        def run(acting, key):  # the policy acts on raw observations, normalised by the checkpoint's statistics
+            return evaluate(acting, key, spec=trainer.spec, step_fn=trainer.act_step,
+                            initial_hidden=trainer.initial_hidden(episodes), episodes=episodes,
+                            greedy=not args.sample)
+
+        if static.num_agents > 1:  # every agent of a many-seeds run or a population, on the same episodes
+            run = jax.vmap(run, in_axes=(0, None))
+        return jax.jit(run).lower(acting_template(config, parallel), key).compile()
+
+    key = jax.random.PRNGKey(args.seed)
+    # The state's size is traced, and XLA counts the evaluation's memory, before anything is
+    # allocated: a checkpoint's config and --episodes may ask for more than there is.
+    shapes = state_shapes(config, parallel)
     try:
-        restored, _ = checkpoint.decode(data, template)
+        compiled = check_evaluation_fits(
+            compile_for, args.episodes, parallel.devices[0], host_bytes=2 * tree_bytes(shapes),
+            policy=f"the checkpoint's network (hidden_sizes {list(config.hidden_sizes)})")
+        restored, _ = checkpoint.decode(data, portable_template(shapes))
+    except UsageError as err:
+        return report(err)
     except CheckpointError as err:
         return _fail(str(err))
-    # The policy acts on raw observations, normalised by the checkpoint's statistics if any.
-    run = jax.jit(lambda acting, key: evaluate(acting, key, spec=trainer.spec, step_fn=trainer.act_step,
-                                               initial_hidden=trainer.initial_hidden(args.episodes),
-                                               episodes=args.episodes, greedy=not args.sample))
-    static = parallel.trainer.static
-    if static.num_agents > 1:  # every agent of a many-seeds run or a population, on the same episodes
-        run = jax.vmap(run, in_axes=(0, None))
-    returns = np.asarray(run((restored.params, restored.obs_stats), jax.random.PRNGKey(args.seed)))
+    returns = np.asarray(compiled((restored.params, restored.obs_stats), key))
     mode = "sampled" if args.sample else "greedy"
     print(f"{config.env}, update {metadata.get('update')}, {args.episodes} episodes ({mode}):")
     if static.num_members > 1:

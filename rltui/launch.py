@@ -185,8 +185,13 @@ def launch(args, spec=None) -> int:
     except (ConfigError, LaunchError, OSError) as err:
         return _error(str(err))
     hparams = prepared.changes.hparams_before if prepared is not None else None
-    session, recorder = build_session(config, devices, run_dir, resume.data if resume else None, spec, hparams,
-                                      preset=preset)
+    from rltui.session.recorder import RunFileError
+
+    try:
+        session, recorder = build_session(config, devices, run_dir, resume.data if resume else None, spec, hparams,
+                                          preset=preset)
+    except RunFileError as err:  # a run file it cannot open (one that is not a regular file)
+        return _error(str(err))
     if prepared is not None:
         apply_resume(session, recorder, prepared, resume.metadata)
     server = start_control_server(session, run_dir, config)
@@ -300,14 +305,15 @@ def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume
 
 
 def check_agents_fit(config: RunConfig, devices: list) -> None:
-    """Many agents (seeds, members) are refused before compiling, in one line, when their
-    estimated memory exceeds what the devices have free (UsageError)."""
-    static = config.static_config()
-    if static.num_agents > 1:
-        from rltui.population.memory import check_population_fits
-        from trainers.envs import make_env
+    """A run (one agent, or many: seeds, members) is refused before anything is built,
+    compiled or written, in one line, when its estimated memory exceeds what the devices
+    have free (UsageError): a network too wide, a batch too large, a resumed checkpoint's."""
+    from rltui.population.memory import check_population_fits
+    from trainers.envs import make_env
 
-        check_population_fits(static, make_env(static.env_id), devices)
+    static = config.static_config()
+    check_population_fits(static, make_env(static.env_id), devices,
+                          eval_episodes=config.eval_episodes if config.eval_every_updates else 0)
 
 
 def make_population(config: RunConfig, base):

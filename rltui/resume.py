@@ -30,6 +30,7 @@ def load_verified_checkpoint(path: Path, flag: str, command: str | None = None) 
     checkpoint of a run directory, skipping damaged ones with a warning. A folder of runs
     is named as one, with what to type (`command`, "launch --resume" say) for one of them."""
     from rltui.inspect_checkpoint import folder_of_runs_hint
+    from rltui.read_limits import ReadLimitError, read_checkpoint
     from rltui.session.checkpoints import CheckpointStore, resolve_checkpoint
     from trainers.checkpoint import CheckpointError, verify
 
@@ -43,10 +44,12 @@ def load_verified_checkpoint(path: Path, flag: str, command: str | None = None) 
     problems = []
     for candidate in candidates:
         try:
-            data = candidate.read_bytes()
+            data = read_checkpoint(candidate)
             metadata = verify(data)
         except (OSError, CheckpointError) as err:
-            problems.append(f"{candidate.name}: {err}")
+            # the name once: a ReadLimitError's text names the file's whole path
+            reason = err.strerror if isinstance(err, ReadLimitError) else err
+            problems.append(f"{candidate.name}: {reason}")
             continue
         for problem in problems:
             print(f"rltui: warning: skipped damaged checkpoint {problem}", file=sys.stderr)
@@ -105,18 +108,35 @@ def check_checkpoint_fits(config: RunConfig, data: bytes) -> None:
     trainer holds, found from shapes alone (nothing is initialised or compiled), so that a
     checkpoint of another network is refused before anything is written."""
     import jax
-    import numpy as np
 
     from trainers import checkpoint
     from trainers.parallel import build
 
-    parallel = build(config.static_config(), jax.local_devices()[:1])
-    shapes = jax.eval_shape(parallel.init, parallel.seed_keys(config.seed), config.dynamic_hparams())
-    template = checkpoint.to_portable(jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes))
+    template = portable_template(state_shapes(config, build(config.static_config(), jax.local_devices()[:1])))
     try:
         checkpoint.decode(data, template)
     except checkpoint.CheckpointError as err:
         raise LaunchError(f"--resume: {err}") from None
+
+
+def state_shapes(config: RunConfig, parallel):
+    """The shapes and dtypes of `parallel`'s training state for `config`, traced by
+    `jax.eval_shape`: nothing is allocated, initialised or compiled."""
+    import jax
+
+    return jax.eval_shape(parallel.init, parallel.seed_keys(config.seed), config.dynamic_hparams())
+
+
+def portable_template(shapes):
+    """A portable state of `shapes` (`state_shapes`), zeros, to decode a checkpoint into.
+    Callers check first that a state of these shapes fits in memory
+    (`rltui.population.memory`): a checkpoint's config may name any size."""
+    import jax
+    import numpy as np
+
+    from trainers import checkpoint
+
+    return checkpoint.to_portable(jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes))
 
 
 def branch(run_dir: Path, resume: VerifiedCheckpoint):
@@ -175,7 +195,12 @@ class PreparedResume(NamedTuple):
                 lines.append(f"{name} = {shown(name, value)} now applies to all {len(members)} members, in place of "
                              f"their own values ({', '.join(shown(name, v) for v in own)}); the dashboard's "
                              f"leaderboard edits one member's")
-        return lines
+        from rltui.lr_schedule import schedule_notice
+
+        before = self.changes.hparams_before
+        now = {**(before.as_floats() if before is not None else {}), **self.changes.live}
+        schedule = schedule_notice(metadata, now, self.changes.update, members=bool(members))
+        return [*lines, schedule] if schedule else lines
 
 
 def prepare_resume(config: RunConfig, resume: VerifiedCheckpoint, target: ResumeTarget,
@@ -186,7 +211,7 @@ def prepare_resume(config: RunConfig, resume: VerifiedCheckpoint, target: Resume
     metrics after the checkpoint are cut. `given`: the keys the user set (`--set`, a config
     file, the API's keywords). LaunchError, ConfigError or OSError, one line."""
     from rltui.rundir import lock_run_dir, prepare_run_dir, write_config
-    from rltui.session.recorder import truncate_metrics
+    from rltui.session.recorder import truncate_metrics, truncate_population
 
     check_checkpoint_fits(config, resume.data)
     changes = resume_changes(config, resume.metadata, given)
@@ -195,12 +220,16 @@ def prepare_resume(config: RunConfig, resume: VerifiedCheckpoint, target: Resume
         run_dir = prepare_run_dir(config, target.run_dir)  # as for a new run
     else:
         run_dir = target.run_dir
-        lock_run_dir(run_dir)  # before anything is written there
+        lock_run_dir(run_dir, own_folder=True)  # before anything is written there
         branched = branch(run_dir, resume)
         if config_text_differs(run_dir, config):  # a changed key, or live edits the config now holds
             keep_original_config(run_dir)
             write_config(run_dir, config)
     truncate_metrics(run_dir, int(resume.metadata["update"]))
+    population = resume.metadata.get("population")
+    changes_seen = population.get("changes") if isinstance(population, dict) else None
+    truncate_population(run_dir, changes_seen if isinstance(changes_seen, int) else None,
+                        int(resume.metadata["update"]))
     return PreparedResume(run_dir, branched, changes)
 
 
@@ -224,9 +253,10 @@ def config_text_differs(run_dir: Path, config: RunConfig) -> bool:
     """Whether config.toml would change: left as it is otherwise, it keeps its time (which
     the runs view reads as the run's start)."""
     from rltui.config_toml import dump_toml
+    from rltui.read_limits import TEXT_FILE_BYTES, read_text
 
     try:
-        return (run_dir / "config.toml").read_text(encoding="utf-8") != dump_toml(config)
+        return read_text(run_dir / "config.toml", TEXT_FILE_BYTES, "a config file") != dump_toml(config)
     except (OSError, UnicodeDecodeError):
         return True
 
@@ -234,11 +264,32 @@ def config_text_differs(run_dir: Path, config: RunConfig) -> bool:
 def keep_original_config(run_dir: Path) -> None:
     """A resume rewrites config.toml with its own values: the configuration the run started
     with is kept once, beside it, as config.original.toml. Each resume's changes are events."""
-    import shutil
+    import os
 
-    current, original = run_dir / "config.toml", run_dir / "config.original.toml"
-    if current.exists() and not original.exists():
-        shutil.copy2(current, original)
+    from rltui.owner_only import open_private
+    from rltui.read_limits import TEXT_FILE_BYTES, read_bytes
+    from rltui.runs_view.loading import ORIGINAL_CONFIG
+
+    current, original = run_dir / "config.toml", run_dir / ORIGINAL_CONFIG
+    if not current.exists() or original.exists():
+        return
+    # Read as every config is (a regular file, bounded), and written as every run file is
+    # (0600, whole or not at all); its times are the original's, which the runs view reads
+    # as the run's start.
+    try:
+        text = read_bytes(current, TEXT_FILE_BYTES, "a config file")
+        times = current.stat()
+    except OSError as err:
+        raise LaunchError(f"--resume: cannot read {current}: {err.strerror or err}") from None
+    tmp = original.with_name(original.name + ".tmp")
+    try:
+        with open_private(tmp, "wb") as out:
+            out.write(text)
+        os.utime(tmp, ns=(times.st_atime_ns, times.st_mtime_ns))
+        os.replace(tmp, original)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise LaunchError(f"--resume: cannot write {original}: {err.strerror or err}") from None
 
 
 class AfterResumed:

@@ -71,24 +71,50 @@ def latest_checkpoint_text(run_dir: Path | str) -> str:
     return f"the latest checkpoint is from update {checkpoint_update(latest):,}"
 
 
-def continue_line(run_dir: Path | str, env_steps: int, reached_total: bool, env: str = "") -> str:
-    """How to train on from where a run ended: a finished run needs a larger total. A run on
-    an env object handed to the Python API (`env` an `object:` id) goes on from Python, the
-    env handed over again: no other process can build it, so `--resume` could not."""
+def continue_line(run_dir: Path | str, env_steps: int, reached_total: bool, env: str = "", *,
+                  diverged: bool = False, lr: float | None = None, total_env_steps: int = 0) -> str:
+    """How to train on from where a run ended, as a command that works as printed: a finished
+    run needs a larger total; a diverged one would diverge again from its checkpoint (same
+    seed, same program), so it goes on with half its learning rate `lr`, to the total it was
+    training to (`total_env_steps`: its checkpoint, older, may hold a smaller one); a run
+    without a checkpoint starts again from its config.toml. A run on an env object handed to the Python
+    API (`env` an `object:` id) goes on from Python, the env handed over again: no other
+    process can build it, so `--resume` could not."""
     import json
 
     from trainers.env_import import is_object_id
 
+    run_dir = Path(run_dir)
+    latest = CheckpointStore.for_run(run_dir).latest()
+    lower = f"{lr / 2:.3g}" if diverged and lr is not None else None
     larger = 2 * max(env_steps, 1)
     if is_object_id(env):
-        resume = f"rltui.train(env=<your env>, resume={json.dumps(str(run_dir), ensure_ascii=False)}"
+        shown = json.dumps(str(run_dir), ensure_ascii=False)
+        if latest is None:
+            return f"{_no_checkpoint(diverged)}: train again with rltui.train(env=<your env>, ...)"
+        if lower is not None:
+            return f"To go on from update {checkpoint_update(latest):,}, at half the learning rate: " \
+                   f"rltui.train(env=<your env>, resume={shown}, lr={lower}, total_timesteps={total_env_steps})"
         if reached_total:
-            return f"To train on: {resume}, total_timesteps={larger})"
-        return f"To go on: {resume})"
-    resume = f"rltui launch --resume {shlex.quote(str(run_dir))}"
+            return f"To train on: rltui.train(env=<your env>, resume={shown}, total_timesteps={larger})"
+        return f"To go on: rltui.train(env=<your env>, resume={shown})"
+    quoted = shlex.quote(str(run_dir))
+    lr_set = f" --set lr={lower}" if lower is not None else ""
+    if latest is None:
+        config = shlex.quote(str(run_dir / "config.toml"))
+        half = " at half the learning rate" if lower is not None else ""
+        return f"{_no_checkpoint(diverged)}; to start again{half}: rltui launch --config {config}{lr_set}"
+    resume = f"rltui launch --resume {quoted}"
+    if lower is not None:
+        return (f"To go on from update {checkpoint_update(latest):,}, at half the learning rate: {resume}{lr_set} "
+                f"--set total_timesteps={total_env_steps}")
     if reached_total:
         return f"To train on: {resume} --set total_timesteps={larger}"
     return f"To go on: {resume}"
+
+
+def _no_checkpoint(diverged: bool) -> str:
+    return "It diverged before its first checkpoint" if diverged else "The run holds no checkpoint to go on from"
 
 
 def summary_line(verb: str, updates: int, env_steps: int, latest_return: str) -> str:

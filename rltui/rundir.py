@@ -1,4 +1,5 @@
-"""The run directory: runs/<name>/ with config.toml, metrics.jsonl, events.jsonl.
+"""The run directory: runs/<name>/ with config.toml, metrics.jsonl, events.jsonl, its
+owner's only (rltui.owner_only).
 
 A run directory has one writer at a time: the process that trains into it holds an
 exclusive `flock` on RUN_DIR/rltui.lock for the rest of its life. The operating system
@@ -12,11 +13,13 @@ import datetime
 import fcntl
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
 from rltui.config import ConfigError, RunConfig
 from rltui.config_toml import dump_toml
+from rltui.owner_only import DIR_MODE, FILE_MODE, make_private, open_private
 
 # Characters a directory name keeps from an env id; any other run of characters (an import
 # path's ':', an API object's '#', a space) becomes one '-', so that the name is safe to type
@@ -43,18 +46,30 @@ def prepare_run_dir(config: RunConfig, run_dir: str | None, runs_root: str = "ru
             named = ", ".join(runs[:3]) + (", ..." if len(runs) > 3 else "")
             raise ConfigError(f"{flag}: {path} is a folder of runs ({named}); give a run its own directory, "
                               f"e.g. {path / 'NAME'}")
+        # A folder that already holds something is the user's: it keeps its mode, and only
+        # what rltui writes in it is private.
+        own_folder = not _holds_anything(path)
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         except OSError as err:
             raise ConfigError(f"{flag}: cannot create {path}: {err.strerror or err}") from None
     else:
         flag = "--name" if name else "run directory"
         path = _claim_new_dir(Path(runs_root) / (name or default_run_name(config)), flag)
-    lock_run_dir(path)
+        own_folder = True
+    lock_run_dir(path, own_folder=own_folder)
     if (path / "metrics.jsonl").exists():  # another launch got there between the check and the lock
         raise ConfigError(f"{flag}: {path} already holds a run; choose another directory")
     write_config(path, config, flag)
     return path
+
+
+def _holds_anything(path: Path) -> bool:
+    try:
+        with os.scandir(path) as entries:
+            return any(True for _ in entries)
+    except OSError:  # none there yet, or not a folder it may list
+        return False
 
 
 def _runs_in(path: Path) -> list[str]:
@@ -77,7 +92,7 @@ def _claim_new_dir(base: Path, flag: str) -> Path:
     path, n = base, 1
     while True:
         try:
-            path.mkdir()
+            path.mkdir(mode=DIR_MODE)
             return path
         except FileExistsError:
             n += 1
@@ -87,6 +102,27 @@ def _claim_new_dir(base: Path, flag: str) -> Path:
 
 
 LOCK_NAME = "rltui.lock"
+SCREENSHOT_PREFIX = "screenshot-"  # the dashboard's screenshots: screenshot-u<update>-<time>.svg
+
+
+def own_entries() -> tuple[str, ...]:
+    """The names (glob patterns) of what rltui writes directly in a run directory, with the
+    temporary files that become them; a folder among them is rltui's whole. Anything else
+    there is the user's."""
+    from rltui.export import CONFIG, EVENTS, METRICS, POPULATION
+    from rltui.loggers import TB_DIR
+    from rltui.loggers.wandb_logger import ID_FILE, WANDB_DIR
+    from rltui.runs_view.loading import ORIGINAL_CONFIG
+    from rltui.session.checkpoints import CHECKPOINT_DIR
+    from rltui.session.control_paths import POINTER_NAME, SOCKET_NAME
+    from rltui.session.recorder import DISCARDED, POPULATION_DISCARDED
+
+    files = (CONFIG, ORIGINAL_CONFIG, METRICS, DISCARDED, EVENTS, POPULATION, POPULATION_DISCARDED,
+             LOCK_NAME, SOCKET_NAME, POINTER_NAME, ID_FILE)
+    temporary = [f"{name}.tmp" for name in files] + [f".{name}.tmp" for name in files]
+    return (*files, *temporary, CHECKPOINT_DIR, TB_DIR, WANDB_DIR, f"{SCREENSHOT_PREFIX}*.svg")
+
+
 # Run directory (resolved) -> the open lock file. Open for the process's life: closing the
 # descriptor would release the lock while the run's files may still be written.
 _held: dict[Path, int] = {}
@@ -99,20 +135,22 @@ def _in_use_message(path: Path, fd: int) -> str:
         text = ""
     who = f"a running rltui (pid {text})" if text.isdigit() else "a running rltui"
     return (
-        f"{path} is in use by {who}; wait for it to end or stop it (rltui attach {path}, then k), "
+        f"{path} is in use by {who}; wait for it to end or stop it (rltui attach {shlex.quote(str(path))}, then k), "
         "or give this run another directory"
     )
 
 
-def lock_run_dir(path: Path) -> None:
+def lock_run_dir(path: Path, *, own_folder: bool) -> None:
     """Make this process the run directory's one writer for the rest of its life, before it
     writes anything else there; ConfigError (one line) if a live process already is. A
-    filesystem without locks gets a warning, and the run goes on unguarded."""
+    filesystem without locks gets a warning, and the run goes on unguarded. What rltui has
+    written there is made private, and with `own_folder` (a folder made for the run, or one
+    that holds a run) the folder itself."""
     key = Path(os.path.abspath(path))
     if key in _held:
         return
     try:
-        fd = os.open(key / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(key / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
     except OSError as err:
         raise ConfigError(f"cannot write to {path}: {err.strerror or err}") from None
     try:
@@ -129,6 +167,13 @@ def lock_run_dir(path: Path) -> None:
         )
     _held[key] = fd
     try:
+        # Its writer makes the run's files its owner's before writing the run there (those
+        # of a run written before this rule, or copied in, included).
+        make_private(key, own_entries(), folder=own_folder)
+    except OSError as err:
+        print(f"rltui: warning: cannot make {path} private to you ({err.strerror or err}); other users may read "
+              "the run's files", file=sys.stderr)
+    try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
     except OSError:
@@ -141,7 +186,8 @@ def check_not_in_use(path: Path) -> None:
     if key in _held:
         return
     try:
-        fd = os.open(key / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
+        # O_NONBLOCK: a lock file that is a pipe would wait for a writer that never comes
+        fd = os.open(key / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return  # no lock file: no rltui has written there, or none that locks
     try:
@@ -158,7 +204,8 @@ def write_config(path: Path, config: RunConfig, flag: str = "run directory") -> 
     """Write the effective config atomically; ConfigError if the directory is not writable."""
     try:
         tmp = path / "config.toml.tmp"
-        tmp.write_text(dump_toml(config), encoding="utf-8")
+        with open_private(tmp, "w", encoding="utf-8") as out:
+            out.write(dump_toml(config))
         os.replace(tmp, path / "config.toml")
     except OSError as err:
         raise ConfigError(f"{flag}: cannot write to {path}: {err.strerror or err}") from None

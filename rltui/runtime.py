@@ -5,6 +5,7 @@ CLI can parse and validate input without importing JAX at all."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -35,6 +36,7 @@ def configure_jax(host_devices: int, compile_cache: bool) -> None:
     CPU runs them at full speed (each ignored if the user already set the flag themselves).
     Call before the first `import jax`."""
     deferred_imports.install()
+    _quiet_callback_logs()
     flags = os.environ.get("XLA_FLAGS", "")
     added = []
     if host_devices > 1 and "xla_force_host_platform_device_count" not in flags:
@@ -53,6 +55,21 @@ def configure_jax(host_devices: int, compile_cache: bool) -> None:
             return  # an unwritable cache directory only costs compile time
         jax.config.update("jax_compilation_cache_dir", str(path))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def _drop_callback_failure(record: logging.LogRecord) -> bool:
+    return not str(record.msg).endswith("callback failed")
+
+
+def _quiet_callback_logs() -> None:
+    """JAX logs the whole traceback of an exception raised in a callback (an env's
+    `jax.debug.callback`) before handing it back; rltui reports it in one line naming the
+    file and line (`env_import.callback_failure`), and a run's events.jsonl keeps the
+    traceback."""
+    for name in ("jax._src.debugging", "jax._src.callback"):
+        logger = logging.getLogger(name)
+        if _drop_callback_failure not in logger.filters:
+            logger.addFilter(_drop_callback_failure)
 
 
 def full_speed_wide_vectors(cpuinfo: str) -> bool:

@@ -1,6 +1,10 @@
 """The statistics runs are compared by, shared by `rltui compare` and the runs view: a
 debiased EMA, the interquartile mean, percentile-bootstrap intervals and curves brought
-onto a common grid of env steps. Plain NumPy."""
+onto a common grid of env steps. Plain NumPy.
+
+Values come from files, so they may be as large as a float holds: sums and differences of
+them overflow to inf (and inf - inf is NaN) quietly, under `_quiet`, and a figure that is
+not finite is shown as missing rather than warned about."""
 
 from __future__ import annotations
 
@@ -25,22 +29,36 @@ def ema(values: Sequence[float], weight: float) -> np.ndarray:
     return out
 
 
+def _quiet():
+    return np.errstate(over="ignore", invalid="ignore", divide="ignore")
+
+
 def iqm(values: Sequence[float]) -> float:
     """Interquartile mean: the mean of the middle 50% (the 25% at each end trimmed, with
     fractional weights where 25% of the count is not whole)."""
     x = np.sort(np.asarray(values, dtype=float))
-    n = len(x)
-    if n == 0:
+    if len(x) == 0:
         return math.nan
+    with _quiet():
+        return float(_iqm_rows(x[np.newaxis])[0])
+
+
+def _iqm_rows(rows: np.ndarray) -> np.ndarray:
+    """The IQM of each row of `rows`, each sorted: one pass for every bootstrap resample."""
+    n = rows.shape[1]
     low, high = 0.25 * n, 0.75 * n
     # Each sorted value covers [i, i+1) of the count; weigh it by how much lies in [low, high).
     edges = np.arange(n + 1)
     weights = np.clip(np.minimum(edges[1:], high) - np.maximum(edges[:-1], low), 0, None)
-    return float(np.sum(weights * x) / np.sum(weights))
+    kept = weights > 0  # a trimmed inf weighs nothing, rather than 0 x inf = NaN
+    return np.sum(rows[:, kept] * weights[kept], axis=1) / np.sum(weights[kept])
 
 
 def mean(values: Sequence[float]) -> float:
-    return float(np.mean(values)) if len(values) else math.nan
+    if not len(values):
+        return math.nan
+    with _quiet():
+        return float(np.mean(values))
 
 
 STATISTICS: dict[str, Callable[[Sequence[float]], float]] = {"mean": mean, "iqm": iqm}
@@ -64,9 +82,15 @@ def bootstrap(values: Sequence[float], statistic: Callable[[Sequence[float]], fl
         return Interval(center, center, center)
     rng = np.random.default_rng(seed)
     samples = x[rng.integers(0, len(x), size=(resamples, len(x)))]
-    stats = np.mean(samples, axis=1) if statistic is mean else np.array([statistic(s) for s in samples])
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(stats, [tail, 100 - tail])
+    with _quiet():
+        if statistic is mean:
+            stats = np.mean(samples, axis=1)
+        elif statistic is iqm:
+            stats = _iqm_rows(np.sort(samples, axis=1))
+        else:
+            stats = np.array([statistic(s) for s in samples])
+        tail = (1 - level) / 2 * 100
+        low, high = np.percentile(stats, [tail, 100 - tail])
     return Interval(center, float(low), float(high))
 
 
@@ -81,7 +105,8 @@ def curve_on_grid(steps: Sequence[int], values: Sequence[float], grid: np.ndarra
     """A run's curve at the grid's env steps (linear between points, NaN outside the run)."""
     if not len(steps):
         return np.full(len(grid), np.nan)
-    out = np.interp(grid, steps, values)
+    with _quiet():
+        out = np.interp(grid, steps, values)
     out[(grid < steps[0]) | (grid > steps[-1])] = np.nan
     return out
 

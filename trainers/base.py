@@ -20,7 +20,7 @@ from flax import struct
 
 from trainers import networks, normalize, recurrent
 from trainers.envs import EnvSpec
-from trainers.hparams import DynamicHParams, StaticConfig, batch_split_problem
+from trainers.hparams import DynamicHParams, StaticConfig, annealed_rate, batch_split_problem
 from trainers.rollout import reset_envs, rollout
 from trainers.types import ChunkMetrics, TrainState, Transition, UpdateMetrics
 
@@ -38,8 +38,7 @@ def flat_optimizer(learning_rate, max_grad_norm):
 def annealed_lr(hp: DynamicHParams, update_idx: jax.Array) -> jax.Array:
     """Linear decay to zero over `anneal_updates`, computed inside the step so that an
     edited `lr` takes effect on the next update without recompiling."""
-    frac = jnp.clip(1.0 - update_idx.astype(jnp.float32) / hp.anneal_updates, 0.0, 1.0)
-    return hp.lr * jnp.where(hp.anneal_lr > 0, frac, 1.0)
+    return annealed_rate(hp.lr, hp.anneal_lr, hp.anneal_updates, update_idx.astype(jnp.float32), jnp)
 
 
 def set_injected(opt_state, **values):

@@ -4,7 +4,7 @@ The state is stored device-count independent: params, optimizer state, RNG key a
 once (they are identical on every device), environment states, observations and (recurrent
 networks) hidden states merged along a global env axis. A file is one msgpack map:
 
-    {"format": "rltui-checkpoint", "version": 1, "metadata": <JSON text>,
+    {"format": "rltui-checkpoint", "version": 1 or 2, "metadata": <JSON text>,
      "sha256": <hex digest of state>, "sha256_all": <hex digest of everything>,
      "state": <flax msgpack bytes>}
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import jax
@@ -27,16 +27,38 @@ import msgpack
 import numpy as np
 from flax import serialization
 
+from trainers import json_text
 from trainers.hparams import quote, shorten
 from trainers.keys import ACTION_KINDS
 from trainers.types import TrainState
 
 FORMAT = "rltui-checkpoint"
-VERSION = 1
+# The newest format this rltui reads and writes. A file stores a state field as its leaves
+# (`_state_dict`) only from version 2 on; a file without such a field is written as
+# version 1, which every rltui reads.
+VERSION = 2
+_PLAIN_VERSION = 1
+# A state field holding pytree classes that flax's serialization does not know (a Jumanji
+# State, a chex.dataclass, an env author's own class) is stored as this key's table of its
+# leaves in flattening order, and restored into the template's structure: arrays as data,
+# whatever the classes, never a pickle. The colon keeps it from ever being a field's name.
+_LEAVES = "rltui:leaves"
+_SERIALIZABLE = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, type(None))
+
+
+# The largest checkpoint file rltui writes, and so the largest it reads (rltui.read_limits):
+# msgpack's binary field holds under 4 GiB, and a state that would not fit is refused when
+# it is written, not found unreadable after a crash.
+MAX_BYTES = 4 << 30
 
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be used; the message says why in one line."""
+
+
+def too_large_message(size: int) -> str:
+    return (f"the training state is {size / 2**30:.1f} GiB, more than the {MAX_BYTES / 2**30:.4g} GiB a checkpoint "
+            "holds; lower sweep_size, num_seeds, num_envs or hidden_sizes")
 
 
 # Fields identical on every device (stored once); every other field has an env axis.
@@ -90,20 +112,80 @@ def _map_fields(state: TrainState, *, replicated, per_env) -> TrainState:
 
 
 def encode(portable: TrainState, metadata: dict[str, Any]) -> bytes:
-    state_bytes = serialization.msgpack_serialize(serialization.to_state_dict(portable))
+    """The checkpoint file of `portable`; CheckpointError, before anything is serialized where
+    the arrays alone show it, when the file would be larger than MAX_BYTES."""
+    arrays = sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(portable))
+    if arrays > MAX_BYTES:
+        raise CheckpointError(too_large_message(arrays))
+    state, as_leaves = _state_dict(portable)
+    state_bytes = serialization.msgpack_serialize(state)
+    if len(state_bytes) > MAX_BYTES:
+        raise CheckpointError(too_large_message(len(state_bytes)))
+    version = VERSION if as_leaves else _PLAIN_VERSION
     metadata_text = json.dumps(metadata, sort_keys=True)
     state_digest = hashlib.sha256(state_bytes).hexdigest()
-    return msgpack.packb(
+    data = msgpack.packb(
         {
             "format": FORMAT,
-            "version": VERSION,
+            "version": version,
             "metadata": metadata_text,
             "sha256": state_digest,
-            "sha256_all": content_digest(VERSION, metadata_text, state_digest),
+            "sha256_all": content_digest(version, metadata_text, state_digest),
             "state": state_bytes,
         },
         use_bin_type=True,
     )
+    if len(data) > MAX_BYTES:
+        raise CheckpointError(too_large_message(len(data)))
+    return data
+
+
+def _state_dict(portable: TrainState) -> tuple[dict[str, Any], bool]:
+    """flax's state dict of `portable`, with each field that holds classes flax cannot
+    serialize replaced by its leaves; and whether any was."""
+    state = serialization.to_state_dict(portable)
+    as_leaves = False
+    for name in portable.__dataclass_fields__:
+        if not _serializable(state[name]):
+            leaves = jax.tree.leaves(getattr(portable, name))
+            state[name] = {_LEAVES: {str(i): leaf for i, leaf in enumerate(leaves)}}
+            as_leaves = True
+    return state, as_leaves
+
+
+def _serializable(node: Any) -> bool:
+    """True when flax's msgpack serialization can write `node`, a state dict: flax leaves an
+    object of a class it does not know as it is, and cannot write that."""
+    return all(isinstance(leaf, (*_SERIALIZABLE, jax.Array)) for leaf in _leaves(node))
+
+
+def _leaves(node: Any, *, sequences: bool = False) -> Iterator[Any]:
+    """Every value inside `node`'s nested dicts (and lists and tuples, with `sequences`)
+    that is not one itself. Iterative: a state read back has the nesting its file gives."""
+    branches = (dict, list, tuple) if sequences else dict
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, branches):
+            stack.extend(node.values() if isinstance(node, dict) else node)
+        else:
+            yield node
+
+
+def _from_leaves(name: str, stored: Any, like: Any) -> Any:
+    """A field stored as its leaves, restored into the structure of `like` (the template's)."""
+    treedef = jax.tree.structure(like)
+    count = treedef.num_leaves
+    if not isinstance(stored, dict) or set(stored) != {str(i) for i in range(count)}:
+        got = f"{len(stored)} arrays" if isinstance(stored, dict) else quote(stored)
+        raise CheckpointError(f"checkpoint does not fit this trainer: {name} holds {got}, expected {count} arrays")
+    leaves = []
+    for i in range(count):
+        leaf = stored[str(i)]
+        if not isinstance(leaf, (np.ndarray, np.generic, int, float, bool, complex)):
+            raise CheckpointError(f"checkpoint is damaged: {name} holds {quote(leaf)} where an array belongs")
+        leaves.append(np.asarray(leaf))
+    return jax.tree.unflatten(treedef, leaves)
 
 
 def content_digest(version: int, metadata_text: str, state_digest: str) -> str:
@@ -207,8 +289,8 @@ METADATA_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 def _parse_metadata(text: str) -> dict[str, Any]:
     try:
-        metadata = json.loads(text)
-    except (ValueError, RecursionError):
+        metadata = json_text.loads(text)
+    except ValueError:
         raise CheckpointError("checkpoint metadata is corrupted (not readable JSON)") from None
     if not isinstance(metadata, dict):
         raise CheckpointError(f"checkpoint metadata is damaged: expected a table of fields, got {quote(metadata)}")
@@ -231,10 +313,22 @@ def decode(data: bytes, template: TrainState) -> tuple[TrainState, dict[str, Any
         if isinstance(state_dict, dict):
             for field in ("hidden", "obs_stats", "return_stats", "discounted_return"):
                 state_dict.setdefault(field, None)
-        restored = serialization.from_state_dict(template, state_dict)
+        as_leaves = {}
+        if isinstance(state_dict, dict):
+            for name in template.__dataclass_fields__:
+                stored = state_dict.get(name)
+                if isinstance(stored, dict) and _LEAVES in stored:
+                    as_leaves[name] = _from_leaves(name, stored[_LEAVES], getattr(template, name))
+                    state_dict[name] = None
+        restored = serialization.from_state_dict(template.replace(**dict.fromkeys(as_leaves)), state_dict)
+        restored = restored.replace(**as_leaves)
+    except CheckpointError:
+        raise
     except Exception as err:  # noqa: BLE001 - flax raises several types for a state of another shape
         # the error can name keys read from the file
         raise CheckpointError(f"checkpoint does not fit this trainer: {shorten(str(err), 300)}") from None
+    if jax.tree.structure(restored) != jax.tree.structure(template):
+        raise CheckpointError("checkpoint does not fit this trainer: different state structure")
     _check_shapes(template, restored)
     if not is_finite(restored):
         raise CheckpointError(NON_FINITE_MESSAGE)
@@ -248,7 +342,8 @@ NON_FINITE_MESSAGE = (
 
 def params_are_finite(data: bytes) -> bool:
     """True when every float in the checkpoint's params and optimizer state is finite; reads
-    the arrays without a template (any trainer). Raises CheckpointError if unreadable."""
+    the arrays without a template (any trainer). Raises CheckpointError if unreadable, or
+    if it holds no parameters (nothing there to evaluate, resume or call finite)."""
     outer = _unpack(data)
     try:
         state = serialization.msgpack_restore(outer["state"])
@@ -256,22 +351,24 @@ def params_are_finite(data: bytes) -> bool:
         raise CheckpointError("not a readable checkpoint: its state is damaged") from None
     if not isinstance(state, dict):
         raise CheckpointError("not a readable checkpoint: its state is not a table of arrays")
+    if not _holds_arrays(state.get("params")):
+        raise CheckpointError("checkpoint is damaged: it holds no policy parameters")
     return all(_finite_leaves(state.get(name)) for name in ("params", "opt_state"))
 
 
+def _holds_arrays(node: Any) -> bool:
+    return any(isinstance(leaf, np.ndarray) and leaf.size for leaf in _leaves(node))
+
+
 def _finite_leaves(node: Any) -> bool:
-    stack = [node]
-    while stack:  # iterative: a state's nesting comes from the file
-        node = stack.pop()
-        if isinstance(node, dict):
-            stack.extend(node.values())
-        elif isinstance(node, (list, tuple)):
-            stack.extend(node)
-        elif isinstance(node, (float, np.ndarray)):
-            array = np.asarray(node)
-            if np.issubdtype(array.dtype, np.inexact) and not np.all(np.isfinite(array)):
-                return False
-    return True
+    return all(_finite(leaf) for leaf in _leaves(node, sequences=True))
+
+
+def _finite(leaf: Any) -> bool:
+    if not isinstance(leaf, (float, np.ndarray)):
+        return True
+    array = np.asarray(leaf)
+    return not np.issubdtype(array.dtype, np.inexact) or bool(np.all(np.isfinite(array)))
 
 
 def _check_shapes(template: TrainState, restored: TrainState) -> None:

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from trainers.env_import import EnvImportError, EnvSource, traced_failure
+from trainers.env_import import EnvImportError, EnvSource, refusing_exit, traced_failure
 
 UNSUPPORTED_SPACES = ("MultiDiscrete", "MultiBinary", "Tuple", "Dict")
 
@@ -194,13 +194,19 @@ def adapt(source: EnvSource) -> AdaptedEnv:
 
     env, params, origin = source
     try:
-        space = env.action_space(params)
+        with refusing_exit(f"{origin}'s action_space"):
+            space = env.action_space(params)
+    except EnvImportError:
+        raise
     except Exception as err:  # noqa: BLE001
         raise traced_failure(err, "action_space", origin) from None
     action = action_space_of(space, origin)
     key = jax.ShapeDtypeStruct((2,), np.uint32)  # a raw threefry key, as jax.random.PRNGKey makes
     try:
-        obs, state = jax.eval_shape(env.reset, key, params)
+        with refusing_exit(f"{origin}'s reset"):
+            obs, state = jax.eval_shape(env.reset, key, params)
+    except EnvImportError:
+        raise
     except Exception as err:  # noqa: BLE001
         raise traced_failure(err, "reset", origin) from None
     leaves = jax.tree.leaves(obs)
@@ -213,7 +219,10 @@ def adapt(source: EnvSource) -> AdaptedEnv:
     dtype = np.int32 if action.discrete else np.float32
     act = jax.ShapeDtypeStruct(() if action.discrete else action.shape, dtype)
     try:
-        out = jax.eval_shape(env.step, key, state, act, params)
+        with refusing_exit(f"{origin}'s step"):
+            out = jax.eval_shape(env.step, key, state, act, params)
+    except EnvImportError:
+        raise
     except Exception as err:  # noqa: BLE001
         raise traced_failure(err, "step", origin) from None
     if not isinstance(out, tuple) or len(out) != 6:

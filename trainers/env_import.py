@@ -13,14 +13,16 @@ Nothing here imports JAX at module level: the config layer parses env ids with i
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
 import json
+import os
 import re
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -133,6 +135,53 @@ def _in_working_directory(module_name: str) -> Path | None:
     return cwd if (cwd / f"{top}.py").is_file() or (cwd / top / "__init__.py").is_file() else None
 
 
+class _ExitCalled(BaseException):
+    """os._exit called by env code under `refusing_exit`; a BaseException, as SystemExit is,
+    so that the env's own `except Exception` does not swallow it."""
+
+    def __init__(self, code: Any):
+        super().__init__(code)
+        self.code = code
+
+
+_real_exit = os._exit
+_exit_guard = threading.local()
+_exit_guards = 0
+_exit_lock = threading.Lock()
+
+
+def _guarded_exit(code: int) -> None:
+    if getattr(_exit_guard, "what", None) is not None:
+        raise _ExitCalled(code)
+    _real_exit(code)
+
+
+@contextlib.contextmanager
+def refusing_exit(what: str) -> Iterator[None]:
+    """Runs env code (its module's import, its factory, its tracing) so that `sys.exit` or
+    `os._exit` in it is an EnvImportError naming `what`, not the end of rltui with exit code
+    0 and nothing trained. os._exit ends the process without unwinding, so it is replaced,
+    in this thread only, while the env code runs; other threads' calls go through."""
+    global _exit_guards
+    outer = getattr(_exit_guard, "what", None)
+    with _exit_lock:
+        _exit_guards += 1
+        os._exit = _guarded_exit
+    _exit_guard.what = what
+    try:
+        yield
+    except SystemExit as err:
+        raise EnvImportError(f"env: {what} called sys.exit({err.code!r}); an env must not end the process") from None
+    except _ExitCalled as err:
+        raise EnvImportError(f"env: {what} called os._exit({err.code!r}); an env must not end the process") from None
+    finally:
+        _exit_guard.what = outer
+        with _exit_lock:
+            _exit_guards -= 1
+            if not _exit_guards:
+                os._exit = _real_exit
+
+
 def _import_env_module(module_name: str) -> Any:
     """Imports the env's module. As `python -m` does, a module in the current directory is
     found too: the console script's sys.path lacks that directory, and an env beside the
@@ -145,13 +194,16 @@ def _import_env_module(module_name: str) -> Any:
     else:
         announce_import(module_name)
     try:
-        return importlib.import_module(module_name)
+        with refusing_exit(f"importing {module_name}"):
+            return importlib.import_module(module_name)
+    except EnvImportError:
+        raise
     except ModuleNotFoundError as err:
         if err.name and (module_name == err.name or module_name.startswith(err.name + ".")):
             raise EnvModuleNotFound(module_name, err.name) from None
-        raise EnvImportError(f"env: importing {module_name} raised {_one_line(err)}") from None
+        raise EnvImportError(f"env: importing {module_name} raised {one_line(err)}") from None
     except Exception as err:  # noqa: BLE001 - the user's module may raise anything
-        raise EnvImportError(f"env: importing {module_name} raised {_one_line(err)}") from None
+        raise EnvImportError(f"env: importing {module_name} raised {one_line(err)}") from None
 
 
 def module_of(env_id: str) -> str | None:
@@ -192,9 +244,12 @@ def load(env_id: str) -> EnvSource:
     if not callable(target):
         raise EnvImportError(f"env: {ref.path} is a {type(target).__name__}, not a class or function to call")
     try:
-        made = target(**ref.kwargs)
+        with refusing_exit(describe_call(ref)):
+            made = target(**ref.kwargs)
+    except EnvImportError:
+        raise
     except Exception as err:  # noqa: BLE001
-        raise EnvImportError(f"env: {describe_call(ref)} raised {_one_line(err)}") from None
+        raise EnvImportError(f"env: {describe_call(ref)} raised {one_line(err)}") from None
     params = None
     if isinstance(made, tuple):
         if len(made) != 2:
@@ -218,7 +273,14 @@ def check_interface(env: Any, origin: str, *, params_given: bool) -> None:
             )
 
 
-def _one_line(err: BaseException) -> str:
+def one_line(err: BaseException) -> str:
+    """`err` as one line, for every message that names an exception: its type and the first
+    line of its message (a library's may go on with advice over several); for one raised
+    by code a compiled program called back (an env's own check), that code's exception and
+    where it was raised (`callback_failure`)."""
+    called_back = callback_failure(err)
+    if called_back:
+        return called_back
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
@@ -244,7 +306,11 @@ def traced_failure(err: BaseException, what: str, origin: str) -> EnvImportError
         found = re.search(r"of type <class '([^']+)'>", str(err))
         kind = f" of type {found.group(1)}" if found else ""
         return EnvImportError(f"env: {origin}'s {what}: JAX cannot handle a value{kind}: {PYTREE_HINT}")
-    return EnvImportError(f"env: {origin}'s {what} raised {_one_line(err)}{at}")
+    return EnvImportError(f"env: {origin}'s {what} raised {one_line(err)}{at}")
+
+
+_LIBRARY = ("/jax/", "/jaxlib/", "/gymnax/", "/flax/", "/trainers/", "/rltui/", "<frozen", "/functools.py",
+            "/contextlib.py", "/threading.py")
 
 
 def _user_frame(err: BaseException) -> str | None:
@@ -253,9 +319,31 @@ def _user_frame(err: BaseException) -> str | None:
     found = None
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
-        library = ("/jax/", "/jaxlib/", "/gymnax/", "/flax/", "/trainers/", "/rltui/", "<frozen", "/functools.py",
-                   "/contextlib.py")
-        if not any(part in filename for part in library):
+        if not any(part in filename for part in _LIBRARY):
             found = f"{filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
         tb = tb.tb_next
     return found
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_FRAME = re.compile(r'^ *File "(?P<file>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
+
+
+def callback_failure(err: BaseException) -> str | None:
+    """One line for an exception raised by Python code that a compiled program called back
+    (`jax.debug.callback`, `jax.pure_callback`, `jax.experimental.io_callback`: an env's
+    check or print), naming that code's file and line; None for any other error. XLA hands
+    such an exception back as a runtime error whose text is the Python traceback."""
+    text = str(err)
+    if not isinstance(err, RuntimeError) or "allback" not in text or _TRACEBACK not in text:
+        return None
+    text = text.rpartition(_TRACEBACK)[2]
+    frames = list(_FRAME.finditer(text))
+    if not frames:
+        return None
+    user = [f"{m['file'].rsplit('/', 1)[-1]}:{m['line']}" for m in frames if not any(p in m["file"] for p in _LIBRARY)]
+    # The exception's own line follows the last frame (and that frame's indented source line, if any).
+    rest = [line for line in text[frames[-1].end():].splitlines()[1:] if line.strip() and not line.startswith(" ")]
+    raised = rest[0].strip() if rest else "an exception"
+    at = f" at {user[-1]}" if user else ""
+    return f"a JAX callback raised {raised}{at}"

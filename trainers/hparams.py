@@ -206,6 +206,15 @@ class DynamicHParams(traced_fields_type(TRAINER_KEYS)):
         return {k: float(str(v)) for k, v in self._asdict().items()}
 
 
+def annealed_rate(lr: Any, anneal_lr: Any, anneal_updates: Any, index: Any, xp: Any = np) -> Any:
+    """The learning rate of the update with 0-based `index`: `lr`, decayed linearly to zero
+    over `anneal_updates` when `anneal_lr` is on. `xp` is the array module: jax.numpy inside
+    the compiled step, NumPy on the host (what a resume says of the schedule), so that both
+    compute the rate with this one formula."""
+    fraction = xp.clip(1.0 - index / xp.maximum(anneal_updates, 1.0), 0.0, 1.0)
+    return lr * xp.where(anneal_lr > 0, fraction, 1.0)
+
+
 def _trainer_rule(key: Key) -> Rule:
     # A traced switch is a bool in the configuration and 0.0/1.0 in the trainer.
     return TrainerSwitch() if isinstance(key.rule, Switch) else key.rule

@@ -27,7 +27,9 @@ from tensorboardX.record_writer import masked_crc32c
 from tensorboardX.summary import hparams as hparams_summaries
 from tensorboardX.summary import text as text_summary
 
+from rltui import read_limits
 from rltui.loggers import event_text, scalars
+from rltui.owner_only import mkdir_private, open_private
 
 EVENTS_TAG = "events"  # the text of the session's events, at the step each happened
 CONFIG_TAG = "config"  # the run's configuration (TOML) at step 0
@@ -49,32 +51,41 @@ def event_files(directory: Path) -> list[Path]:
 
 
 def read_records(path: Path) -> Iterator[Record]:
-    """The events of one file in order; stops quietly at a record cut short or damaged (a
-    file being written, or cut by a crash)."""
-    with open(path, "rb") as file:
-        data = file.read()
-    offset = 0
-    while offset + 12 <= len(data):
-        header = data[offset:offset + 8]
-        (length,) = struct.unpack("<Q", header)
-        (header_crc,) = struct.unpack("<I", data[offset + 8:offset + 12])
-        end = offset + 12 + length + 4
-        if header_crc != masked_crc32c(header) or end > len(data):
-            return
-        raw = data[offset + 12:offset + 12 + length]
-        (data_crc,) = struct.unpack("<I", data[end - 4:end])
-        if data_crc != masked_crc32c(raw):
-            return
-        event = Event()
-        event.ParseFromString(raw)
-        yield Record(raw, event)
-        offset = end
+    """The events of one file in order, read one record at a time, so a file of any length
+    (a long run's) is read in the memory of its largest record; stops quietly at a record cut
+    short or damaged (a file being written, or cut by a crash). A record whose intact header
+    says it is longer than EVENT_RECORD_BYTES is refused (ReadLimitError), never read."""
+    limit = read_limits.EVENT_RECORD_BYTES
+    with read_limits.open_bounded(path, None, "an event file") as file:
+        while len(head := file.read(12)) == 12:
+            header = head[:8]
+            (length,) = struct.unpack("<Q", header)
+            (header_crc,) = struct.unpack("<I", head[8:])
+            if header_crc != masked_crc32c(header):
+                return
+            if length > limit:
+                size, most = read_limits.size_text(length), read_limits.size_text(limit)
+                raise read_limits.ReadLimitError(path, f"holds a record of {size}, more than the {most} rltui "
+                                                       "reads of one event")
+            body = file.read(length + 4)
+            if len(body) < length + 4:
+                return
+            raw = body[:length]
+            (data_crc,) = struct.unpack("<I", body[length:])
+            if data_crc != masked_crc32c(raw):
+                return
+            event = Event()
+            event.ParseFromString(raw)
+            yield Record(raw, event)
 
 
 def read_events(directory: Path) -> Iterator[Event]:
     for path in event_files(directory):
         for record in read_records(path):
             yield record.event
+
+
+_FRAMING = 16  # bytes a record's frame adds: length, its CRC, the data's CRC
 
 
 def _frame(raw: bytes) -> bytes:
@@ -86,33 +97,39 @@ def _is_text(tag: str) -> bool:
     return tag.endswith(_TEXT_SUFFIX)
 
 
+def _trimmed(path: Path, keep: Callable[[int, str], bool]) -> Iterator[tuple[Record, bytes | None]]:
+    """Each record of `path`, with what is left of it: its own bytes when `keep` takes all of
+    its values, new bytes without those it rejects, None when it rejects them all."""
+    for record in read_records(path):
+        event = record.event
+        values = [v for v in event.summary.value if keep(event.step, v.tag)]
+        if not event.HasField("summary") or len(values) == len(event.summary.value):
+            yield record, record.raw
+        elif values:
+            trimmed = Event(wall_time=event.wall_time, step=event.step, summary=Summary(value=values))
+            yield record, trimmed.SerializeToString()
+        else:
+            yield record, None
+
+
 def cut_back(directory: Path, keep: Callable[[int, str], bool]) -> None:
     """Rewrite each event file without the summary values that `keep(step, tag)` rejects;
-    a file is replaced whole (written aside, then renamed), so a failure leaves it as it was."""
+    a file is replaced whole (written aside, then renamed), so a failure leaves it as it was.
+    Records are streamed, once to see whether a file changes and once more to rewrite it,
+    so no file is ever held whole."""
     for path in event_files(directory):
-        records = list(read_records(path))
-        kept: list[bytes] = []
-        changed = False
-        for record in records:
-            event = record.event
-            if not event.HasField("summary"):
-                kept.append(record.raw)
-                continue
-            values = [v for v in event.summary.value if keep(event.step, v.tag)]
-            if len(values) == len(event.summary.value):
-                kept.append(record.raw)
-                continue
-            changed = True
-            if values:
-                trimmed = Event(wall_time=event.wall_time, step=event.step, summary=Summary(value=values))
-                kept.append(trimmed.SerializeToString())
-        size = path.stat().st_size
-        if not changed and sum(len(_frame(raw)) for raw in kept) == size:
+        changed, kept_bytes = False, 0
+        for record, raw in _trimmed(path, keep):
+            changed = changed or raw is not record.raw
+            kept_bytes += len(raw) + _FRAMING if raw is not None else 0
+        if not changed and kept_bytes == path.stat().st_size:
             continue  # nothing to drop, and no damaged tail to leave out
         tmp = path.with_name(path.name + ".tmp")
         try:
-            with open(tmp, "wb") as out:
-                out.write(b"".join(_frame(raw) for raw in kept))
+            with open_private(tmp, "wb") as out:
+                for _, raw in _trimmed(path, keep):
+                    if raw is not None:
+                        out.write(_frame(raw))
             os.replace(tmp, path)
         except OSError:
             tmp.unlink(missing_ok=True)
@@ -146,15 +163,21 @@ def run_state(directory: Path) -> RunState:
 
 
 class EventFileWriter:
-    """One new event file in `directory`, written synchronously."""
+    """One new event file in `directory`, written synchronously. `private`: the directory
+    is a run's (or in one), and the file and any folder made for it are its owner's only;
+    otherwise they are made with the umask's modes, as any program's files, for a folder
+    the user names (one shared with a group stays readable to it)."""
 
-    def __init__(self, directory: Path):
-        directory.mkdir(parents=True, exist_ok=True)
+    def __init__(self, directory: Path, *, private: bool = True):
+        if private:
+            mkdir_private(directory)
+        else:
+            Path(directory).mkdir(parents=True, exist_ok=True)
         # Microseconds, then a sequence number: names sort in the order the files were made,
         # which is the order TensorBoard reads them in.
         stamp = time.time_ns() // 1000
         self.path = directory / f"events.out.tfevents.{stamp:017d}.rltui.{os.getpid()}.{next(_sequence)}"
-        self._file = open(self.path, "ab")
+        self._file = open_private(self.path, "ab") if private else open(self.path, "ab")
         self.write(Event(wall_time=time.time(), file_version=_FILE_VERSION))
 
     def write(self, event: Event) -> None:

@@ -1,8 +1,10 @@
 """Weights & Biases: the run's records against env steps, its configuration and its events.
 
 wandb's own environment variables apply (WANDB_MODE=offline, WANDB_PROJECT, WANDB_ENTITY,
-WANDB_DIR, WANDB_RUN_ID...): rltui passes a value only where its variable is unset. The
-W&B run id is kept in the run directory, so a resumed run goes on in the same W&B run.
+WANDB_DIR, WANDB_RUN_ID, WANDB_INIT_TIMEOUT...): rltui passes a value only where its
+variable is unset. The W&B run id is kept in the run directory, so a resumed run goes on in
+the same W&B run. It starts beside training (rltui.loggers): a server it cannot reach
+within WANDB_INIT_TIMEOUT seconds (START_TIMEOUT unless set) leaves the run without it.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rltui.loggers import event_text, scalars
+from rltui.loggers import START_TIMEOUT, event_text, scalars
+from rltui.owner_only import mkdir_private, open_private
+from rltui.read_limits import NOTE_BYTES, read_text
 
 ID_FILE = "wandb-run-id"
+WANDB_DIR = "wandb"  # where wandb writes its own files, in the run directory
 STEP = "env_steps"
 
 
@@ -31,13 +36,18 @@ class WandbLogger:
             options["project"] = "rltui"
         if not os.environ.get("WANDB_DIR"):
             options["dir"] = str(run_dir)
+            mkdir_private(run_dir / WANDB_DIR)  # where wandb writes, before wandb makes it with its own mode
         if not os.environ.get("WANDB_RUN_ID"):
             id_file = run_dir / ID_FILE
-            run_id = id_file.read_text(encoding="utf-8").strip() if id_file.exists() else ""
+            run_id = read_text(id_file, NOTE_BYTES, "a run id").strip() if id_file.exists() else ""
             if not run_id:
                 run_id = secrets.token_hex(6)  # letters and digits, as W&B run ids take
-                id_file.write_text(run_id + "\n", encoding="utf-8")
+                with open_private(id_file, "w", encoding="utf-8") as out:
+                    out.write(run_id + "\n")
             options["id"] = run_id
+        if not os.environ.get("WANDB_INIT_TIMEOUT"):
+            # wandb gives up on its server when rltui does (rltui.loggers.START_TIMEOUT).
+            options["settings"] = wandb.Settings(init_timeout=START_TIMEOUT)
         self._wandb = wandb
         self.run = wandb.init(**options)
         # Env steps as every metric's x-axis, rather than wandb's own step, which may only

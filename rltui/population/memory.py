@@ -1,7 +1,8 @@
-"""How much device memory a population needs, estimated before compiling, and a refusal of
-one that does not fit.
+"""How much device memory a run needs, estimated before compiling, and a refusal of one
+that does not fit: a population's agents, a single run (one agent), and `rltui eval`'s
+batch of episodes.
 
-The estimate counts, per agent, in float32 (4 bytes):
+The estimate for training counts, per agent, in float32 (4 bytes):
 
 * replicated on every device: the parameters P (counted by `jax.eval_shape` of the
   network's init, nothing allocated) x 6: params, gradients, Adam's two moments, the
@@ -11,11 +12,17 @@ The estimate counts, per agent, in float32 (4 bytes):
   the env's reset) and observations, twice (before and after a step); the rollout buffer,
   num_steps x num_envs x (2 x obs_size + 7 + action size (+ the GRU's hidden state)), twice
   (the rollout, and the shuffled copy the minibatches are cut from); and the activations
-  of one minibatch's forward and backward pass, rows x 2 towers x sum(hidden_sizes) x 3.
+  of one minibatch's forward and backward pass, rows x 2 towers x sum(hidden_sizes) x 3
+  (a CNN adds each pixel's 3x3 patch and convolution features per row), or of an
+  evaluation's forward pass (one row per episode) where that is larger.
 
 The sum is multiplied by SAFETY for what the count leaves out (XLA's temporaries and
 fusion buffers, padding, the allocator's fragmentation): the estimate errs high, so a
-refusal means the population would not fit, not that it might be tight.
+refusal means the run would not fit, not that it might be tight. The refusal names the
+part that needs the most, and the keys that shrink it.
+
+`rltui eval` needs no guess: XLA's own buffer assignment of the compiled evaluation
+(`memory_analysis`) says what it needs, before anything runs.
 """
 
 from __future__ import annotations
@@ -35,16 +42,56 @@ _GIB = 2**30
 
 
 class AgentFootprint(NamedTuple):
-    """One agent's bytes (before SAFETY): `replicated` on every device, `split` over the
-    devices with the environments."""
+    """One agent's bytes (before SAFETY), by part: `params` (replicated on every device),
+    `rollout` (the env states, observations and rollout buffers) and `activations` (both
+    split over the devices with the environments)."""
 
-    replicated: int
-    split: int
+    params: int
+    rollout: int
+    activations: int
+
+    @property
+    def replicated(self) -> int:
+        return self.params
+
+    @property
+    def split(self) -> int:
+        return self.rollout + self.activations
 
 
-def agent_footprint(static: Any, spec: Any) -> AgentFootprint:
+def agent_footprint(static: Any, spec: Any, *, eval_episodes: int = 0) -> AgentFootprint:
     """One agent of `static` (a StaticConfig) on `spec` (an EnvSpec), counted as the module
-    says; shapes by `jax.eval_shape`, so nothing is allocated or compiled."""
+    says; shapes by `jax.eval_shape`, so nothing is allocated or compiled. `eval_episodes`:
+    the batch of an evaluation between chunks, 0 without one."""
+    from trainers.networks import ActorCritic
+
+    steps = static.num_envs * static.num_steps
+    rows = _rows(static)
+    params, env_bytes, recurrent = _shapes(static, spec)
+    # A CNN's shared convolution sees each pixel's 3x3 patch and gives CONV_FEATURES per pixel.
+    image = spec.obs_shape if static.network == "cnn" else None
+    conv = math.prod(image[:-1]) * (9 * image[-1] + ActorCritic.CONV_FEATURES) if image else 0
+    # An evaluation runs between chunks, forward only: its activations replace the chunk's.
+    activations = max(rows * 3, eval_episodes) * (2 * sum(static.hidden_sizes) + conv)
+    action = 1 if spec.discrete else spec.num_actions
+    hidden = static.hidden_sizes[0] if recurrent else 0
+    per_step = 2 * spec.obs_size + 7 + action + hidden
+    return AgentFootprint(
+        params=6 * params * FLOAT + static.max_chunk_updates * _METRICS_PER_UPDATE * FLOAT,
+        rollout=2 * static.num_envs * (env_bytes + spec.obs_size * FLOAT) + 2 * steps * per_step * FLOAT,
+        activations=activations * FLOAT,
+    )
+
+
+def _rows(static: Any) -> int:
+    """The rows of one gradient step: a minibatch (PPO), or the whole batch."""
+    steps = static.num_envs * static.num_steps
+    return steps // static.num_minibatches if static.algo == "ppo" else steps
+
+
+def _shapes(static: Any, spec: Any) -> tuple[int, int, bool]:
+    """The agent's parameter count, one env state's bytes, and whether the network is
+    recurrent: traced by `jax.eval_shape`, nothing allocated."""
     import jax
     import jax.numpy as jnp
 
@@ -61,21 +108,7 @@ def agent_footprint(static: Any, spec: Any) -> AgentFootprint:
     key = jax.random.PRNGKey(0)
     params = sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(jax.eval_shape(init_params, key)))
     _, env_state = jax.eval_shape(spec.env.reset, key, spec.params)
-    env_bytes = sum(math.prod(leaf.shape) * leaf.dtype.itemsize for leaf in jax.tree.leaves(env_state))
-
-    steps = static.num_envs * static.num_steps
-    action = 1 if spec.discrete else spec.num_actions
-    hidden = static.hidden_sizes[0] if trainer.recurrent else 0
-    per_step = 2 * spec.obs_size + 7 + action + hidden
-    rows = steps // static.num_minibatches if static.algo == "ppo" else steps
-    activations = rows * 2 * sum(static.hidden_sizes) * 3
-    replicated = 6 * params * FLOAT + static.max_chunk_updates * _METRICS_PER_UPDATE * FLOAT
-    split = (
-        2 * static.num_envs * (env_bytes + spec.obs_size * FLOAT)
-        + 2 * steps * per_step * FLOAT
-        + activations * FLOAT
-    )
-    return AgentFootprint(replicated=replicated, split=split)
+    return params, tree_bytes(env_state), trainer.recurrent
 
 
 def estimate_agent_bytes(static: Any, spec: Any) -> int:
@@ -110,30 +143,130 @@ def host_available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
 
 
 def check_population_fits(
-    static: Any, spec: Any, devices: Sequence[Any], *, free_bytes: Callable[[Any], int | None] = device_free_bytes
+    static: Any, spec: Any, devices: Sequence[Any], *, free_bytes: Callable[[Any], int | None] = device_free_bytes,
+    eval_episodes: int = 0,
 ) -> None:
-    """UsageError (one line, exit 2) when the population of `static` (num_members x
-    num_seeds agents) needs more memory than `free_bytes` reports free, before anything is
-    compiled. CPU devices share the host's memory, so their needs add up against it once;
-    each accelerator is compared with its own free memory. An unknown free memory passes."""
-    footprint = agent_footprint(static, spec)
+    """UsageError (one line, exit 2) when the agents of `static` (num_members x num_seeds;
+    a single run is one) need more memory than `free_bytes` reports free, before anything is
+    built or compiled. CPU devices share the host's memory, so their needs add up against it
+    once; each accelerator is compared with its own free memory. An unknown free memory
+    passes. `eval_episodes`: as `agent_footprint`."""
+    import jax
+
+    footprint = agent_footprint(static, spec, eval_episodes=eval_episodes)
     agents = static.num_members * static.num_seeds
     count = max(1, len(devices))
     per_device = SAFETY * agents * (footprint.replicated + footprint.split / count)
-    cpus = [device for device in devices if device.platform == "cpu"]
+    # Over several processes each checks its own devices (another's memory is not its to read).
+    local = [device for device in devices if getattr(device, "process_index", 0) == jax.process_index()]
+    cpus = [device for device in local if device.platform == "cpu"]
     checks = [(cpus[0], per_device * len(cpus), "cpu")] if cpus else []
     checks += [
-        (device, per_device, f"{device.platform} {device.id}") for device in devices if device.platform != "cpu"
+        (device, per_device, f"{device.platform} {device.id}") for device in local if device.platform != "cpu"
     ]
     for device, need, where in checks:
         free = free_bytes(device)
         if free is not None and need > free:
-            noun = "agent" if agents == 1 else "agents"
+            cause, keys = _largest_part(static, footprint, count)
+            noun = "this run" if agents == 1 else f"population of {agents:,} agents"
+            keys = [*(["sweep_size"] if static.num_members > 1 else []),
+                    *(["num_seeds"] if static.num_seeds > 1 else []), *keys]
             raise UsageError(
-                f"population of {agents:,} {noun} needs about {_gib(need)} GiB, more than the "
-                f"{_gib(max(free, 0))} GiB free on {where}; lower sweep_size, num_seeds or num_envs"
+                f"{noun} needs about {_gib(need)} GiB, more than the {_gib(max(free, 0))} GiB free on {where} "
+                f"(mostly {cause}); lower {_either(keys)}"
             )
 
 
+def _largest_part(static: Any, footprint: AgentFootprint, devices: int) -> tuple[str, list[str]]:
+    """What needs the most memory on one device, in words, and the keys that shrink it."""
+    widths = f"hidden_sizes {list(static.hidden_sizes)}"
+    parts = [
+        (footprint.params, f"the parameters and optimizer state of {widths}", ["hidden_sizes"]),
+        (footprint.rollout / devices, f"the rollout of num_envs {static.num_envs:,} x num_steps "
+                                      f"{static.num_steps:,}", ["num_envs", "num_steps"]),
+        (footprint.activations / devices, f"the activations of {widths} over {_rows(static):,} rows at once",
+         ["num_envs", "num_steps", "hidden_sizes"]),
+    ]
+    _, cause, keys = max(parts, key=lambda part: part[0])
+    return cause, keys
+
+
+def _either(keys: Sequence[str]) -> str:
+    return keys[0] if len(keys) == 1 else f"{', '.join(keys[:-1])} or {keys[-1]}"
+
+
+def tree_bytes(shapes: Any) -> int:
+    """The bytes of a pytree of arrays or `jax.ShapeDtypeStruct`s."""
+    import jax
+
+    return sum(math.prod(leaf.shape) * leaf.dtype.itemsize for leaf in jax.tree.leaves(shapes))
+
+
+def check_policy_fits(
+    host_bytes: int, device_bytes: int, device: Any, *, policy: str, action: str = "act",
+    free_bytes: Callable[[Any], int | None] = device_free_bytes, host_free: Callable[[], int | None] | None = None,
+) -> None:
+    """UsageError (one line, exit 2) when a checkpoint's policy cannot be held to act with:
+    `host_bytes` (its state as decoded on the host) and `device_bytes` (its parameters
+    placed on `device`), each with SAFETY. A CPU device's memory is the host's, so there they
+    add up. `policy` names it in the message, `action` says what it is held for."""
+    host_free = host_free or host_available_bytes
+    if device.platform == "cpu":
+        checks = [(SAFETY * (host_bytes + device_bytes), free_bytes(device), "cpu")]
+    else:
+        checks = [(SAFETY * host_bytes, host_free(), "the host"),
+                  (SAFETY * device_bytes, free_bytes(device), f"{device.platform} {device.id}")]
+    for need, free, where in checks:
+        if free is not None and need > free:
+            raise UsageError(f"{policy} needs about {_gib(need)} GiB to {action}, more than the "
+                             f"{_gib(max(free, 0))} GiB free on {where}")
+
+
+def check_evaluation_fits(
+    compile_for: Callable[[int], Any], episodes: int, device: Any, *, policy: str, host_bytes: int = 0,
+    free_bytes: Callable[[Any], int | None] = device_free_bytes,
+) -> Any:
+    """The evaluation of `episodes` episodes at once, compiled by `compile_for(episodes)`;
+    UsageError (one line, exit 2) instead when it needs more memory than `device` has free,
+    by XLA's own count of its buffers (`memory_analysis`), before it runs. `policy` names the
+    policy in the message. On the CPU the checkpoint's state decoded on the host
+    (`host_bytes`) counts too. The episodes' buffers grow in proportion to their number,
+    above what one episode needs: a refusal names the most that fit. A program or device
+    whose memory is unknown passes."""
+    if device.platform != "cpu":  # the decoded state is in the host's memory, not the device's
+        check_policy_fits(host_bytes, 0, device, policy=policy, action="evaluate", free_bytes=free_bytes)
+    compiled = compile_for(episodes)
+    need, free = _program_bytes(compiled), free_bytes(device)
+    if need is None or free is None:
+        return compiled
+    fixed, batch = need[0] + (host_bytes if device.platform == "cpu" else 0), need[1]
+    if fixed + batch <= free:
+        return compiled
+    where = "cpu" if device.platform == "cpu" else f"{device.platform} {device.id}"
+    one = batch if episodes == 1 else (_program_bytes(compile_for(1)) or need)[1]
+    if fixed + one > free:
+        raise UsageError(f"{policy} needs about {_gib(fixed + one)} GiB to evaluate one episode, more than the "
+                         f"{_gib(max(free, 0))} GiB free on {where}")
+    each = (batch - one) / (episodes - 1)
+    most = 1 + math.floor((free - fixed - one) / each)
+    raise UsageError(
+        f"--episodes: {episodes:,} episodes at once need about {_gib(fixed + batch)} GiB, more than the "
+        f"{_gib(free)} GiB free on {where}; at most {most:,} fit"
+    )
+
+
+def _program_bytes(compiled: Any) -> tuple[int, int] | None:
+    """A compiled program's (arguments, temporaries and outputs) in bytes; None when its
+    backend does not say."""
+    try:
+        analysis = compiled.memory_analysis()
+    except (AttributeError, NotImplementedError, RuntimeError):
+        return None
+    if analysis is None:
+        return None
+    return analysis.argument_size_in_bytes, analysis.temp_size_in_bytes + analysis.output_size_in_bytes
+
+
 def _gib(count: float) -> str:
-    return f"{count / _GIB:.3g}"
+    gib = count / _GIB
+    return f"{gib:,.0f}" if gib >= 100 else f"{gib:.3g}"

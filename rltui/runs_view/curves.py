@@ -13,7 +13,7 @@ import numpy as np
 from rltui.compare import FINAL_WINDOW, _show, group_by, member_value
 from rltui.export import member_tag
 from rltui.runs_view.loading import LoadedRun
-from rltui.statistics import STATISTICS, band, ema
+from rltui.statistics import STATISTICS, band, ema, mean
 
 X_AXES = ("steps", "time")
 SMOOTHING = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)  # the EMA weights `w` steps through; 0 is off
@@ -105,7 +105,7 @@ def best_member(run: LoadedRun, metric: str) -> int | None:
     for m in range(run.members if run.is_population else 0):
         values = run.curve(member_tag(m, metric))[1][-FINAL_WINDOW:]
         if len(values):
-            finals[m] = float(np.mean(values))
+            finals[m] = mean(values)
     return max(finals, key=lambda m: (finals[m], -m)) if finals else None
 
 

@@ -84,7 +84,7 @@ def load_run(path: Path) -> LoadedRun:
     started_clock = time.perf_counter()
     try:
         data = read_run(path)
-    except (OSError, ValueError, MemoryError) as err:  # a directory that vanished mid-read, say
+    except (OSError, ValueError, MemoryError, RecursionError) as err:  # a directory that vanished mid-read, say
         return LoadedRun(Path(path), {}, [], [f"unreadable ({type(err).__name__})"], np.array([], dtype=np.int64),
                          np.array([]), {}, 0, None, time.perf_counter() - started_clock)
     records = data.records

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from rltui.read_limits import ReadLimitError, read_checkpoint
 from rltui.session.backend import NonFiniteState
 from rltui.session.checkpoints import checkpoint_metadata, checkpoint_update
-from rltui.session.params_service import describe_exception
+from trainers.checkpoint import CheckpointError
+from trainers.env_import import one_line
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +37,7 @@ class CheckpointSteps:
         try:
             self._save("error")
         except BaseException as err:  # noqa: BLE001 - the error itself must still be reported
-            return f"checkpoint failed ({describe_exception(err)})"
+            return f"checkpoint failed ({one_line(err)})"
         if self.checkpoint_failure is not None:
             return f"checkpoint failed ({self.checkpoint_failure.reason}); {self.checkpoint_failure.on_disk}"
         return f"saved {self.last_checkpoint.name}" if self.last_checkpoint else "saved"
@@ -45,7 +47,8 @@ class CheckpointSteps:
             return False
         update, when = self._last_save
         by_count = self._policy.every_updates > 0 and self._updates_done - update >= self._policy.every_updates
-        by_time = self._policy.every_minutes > 0 and self._clock() - when >= self._policy.every_minutes * 60
+        wait = self._policy.seconds_between(self._last_write is not None, self._last_write or 0.0)
+        by_time = wait is not None and self._clock() - when >= wait
         return by_count or by_time
 
     def _save(self, reason: str) -> None:
@@ -56,28 +59,36 @@ class CheckpointSteps:
             # Losses or gradients went non-finite: even finite params may be ruined.
             self._event("warning", "checkpoint refused: training diverged; earlier checkpoints kept")
             return
+        started = self._clock()
         metadata = self._metadata(reason)
         try:
             data = self.backend.encode_checkpoint(metadata)
         except NonFiniteState:
             self._event("warning", "checkpoint skipped: the training state is not finite; earlier checkpoints kept")
             return
+        except CheckpointError as err:  # a state too large for a file rltui can read back
+            self._save_failed(str(err))
+            return
         try:
             path = self._checkpoints.save(data, self._updates_done)
         except OSError as err:
-            self.checkpoint_failure = CheckpointFailure(reason=err.strerror or str(err), on_disk=self._on_disk())
-            self._event(
-                "warning",
-                f"checkpoint of update {self._updates_done} failed ({self.checkpoint_failure.reason}); "
-                f"{self.checkpoint_failure.on_disk}",
-            )
+            self._save_failed(err.strerror or str(err))
             return
         self.checkpoint_failure = None
         self._last_save = (self._updates_done, self._clock())
+        self._last_write = self._last_save[1] - started
         if path is None:  # a peer process of a multi-process run: process 0 wrote the file
             return
         self.last_checkpoint = path
-        self._event("checkpoint", f"saved {path.name} ({reason})", path=str(path), reason=reason)
+        self._event("checkpoint", f"saved {path.name} ({reason})", path=str(path), reason=reason,
+                    seconds=round(self._last_write, 4))
+
+    def _save_failed(self, reason: str) -> None:
+        self.checkpoint_failure = CheckpointFailure(reason=reason, on_disk=self._on_disk())
+        self._event(
+            "warning",
+            f"checkpoint of update {self._updates_done} failed ({reason}); {self.checkpoint_failure.on_disk}",
+        )
 
     def _metadata(self, reason: str) -> dict:
         metadata = self._base_metadata(reason)
@@ -126,8 +137,10 @@ class CheckpointSteps:
             message = f"rolled back from update {before} to the checkpoint of update {self._updates_done}"
         # A resume's event carries the edits before it, so the dashboard marks them again.
         edits = {"edits": list(self._edits)} if verb == "resumed" and self._edits else {}
+        if self.population is not None and self.population.changes is not None:
+            edits["population_seq"] = self.population.changes  # population.jsonl's lines to keep
         self._event(verb, message, update=self._updates_done, env_steps=self.env_steps, **edits)
-        if self.population is not None:  # population.jsonl goes on from the checkpoint's table
+        if self.population is not None:  # the checkpoint's table (RunRecorder keeps a resume's for a new file)
             self._population_event(verb.replace(" ", "_"), message)
 
     def _rollback(self) -> None:
@@ -139,7 +152,10 @@ class CheckpointSteps:
             self._event("warning", "no checkpoint to roll back to")
             return
         try:
-            self._restore(path.read_bytes(), "rolled back")
+            self._restore(read_checkpoint(path), "rolled back")
+        except ReadLimitError as err:
+            self._event("warning", f"rollback failed: {path.name} {err.strerror}")
+            return
         except (OSError, ValueError) as err:
             self._event("warning", f"rollback failed: {err}")
             return

@@ -14,6 +14,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from rltui.owner_only import mkdir_private
+
 CHECKPOINT_DIR = "checkpoints"
 DISCARDED_DIR = "discarded"  # checkpoints/discarded/: those of histories a resume branched away from
 BEST_NAME = "best.msgpack"  # the policy of the best evaluation so far (eval_every_updates)
@@ -27,11 +29,31 @@ class SetAside:
     updates: tuple[int, ...]  # theirs, oldest first
 
 
+# A session's first checkpoint by time comes this soon, so that a run killed early on has
+# one to resume from.
+FIRST_CHECKPOINT_SECONDS = 10.0
+# The time trigger waits at least this many times the last write's duration, so that writing
+# checkpoints takes at most 1% of the run whatever their size or the disk's speed.
+WRITE_SHARE_FACTOR = 100.0
+
+
 @dataclasses.dataclass(frozen=True)
 class CheckpointPolicy:
     every_updates: int = 0  # 0: no update-count trigger
-    every_minutes: float = 10.0  # 0: no time trigger
+    every_minutes: float = 1.0  # 0: no time trigger
     keep: int = 3
+    first_seconds: float = FIRST_CHECKPOINT_SECONDS
+
+    def seconds_between(self, saved: bool, write_seconds: float) -> float | None:
+        """Seconds from the last checkpoint (or the session's start, before its first) to the
+        next one by time; None: never by time. `saved`: whether this session has saved one;
+        `write_seconds`: how long the last save took."""
+        if self.every_minutes <= 0:
+            return None
+        interval = self.every_minutes * 60
+        if not saved:
+            return min(self.first_seconds, interval)
+        return max(interval, write_seconds * WRITE_SHARE_FACTOR)
 
 
 class CheckpointStore:
@@ -45,7 +67,7 @@ class CheckpointStore:
 
     def prepare(self) -> None:
         """Create the directory and remove temp files left by an interrupted save."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        mkdir_private(self.directory)
         for path in self.directory.glob(_TEMP_PREFIX + "*"):
             path.unlink(missing_ok=True)
 
@@ -79,12 +101,15 @@ class CheckpointStore:
     def best_score(self) -> float | None:
         """The evaluation return of best.msgpack; None when there is none. ValueError when
         it cannot be read as a best checkpoint (a damaged file is then replaced)."""
+        from rltui.read_limits import ReadLimitError, read_checkpoint
         from trainers.checkpoint import CheckpointError, read_metadata
 
         try:
-            data = self.best_path.read_bytes()
+            data = read_checkpoint(self.best_path)
         except FileNotFoundError:
             return None
+        except ReadLimitError as err:
+            raise ValueError(f"{BEST_NAME} cannot be read ({err.strerror})") from None
         try:
             score = read_metadata(data).get("eval_return")
         except CheckpointError as err:
@@ -106,7 +131,7 @@ class CheckpointStore:
         return self.best_path
 
     def _write_atomically(self, data: bytes, final: Path) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        mkdir_private(self.directory)
         fd, tmp = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=self.directory)
         try:
             with os.fdopen(fd, "wb") as f:
@@ -132,7 +157,7 @@ class CheckpointStore:
         while folder.exists():
             n += 1
             folder = base.with_name(f"{base.name}-{n}")
-        folder.mkdir(parents=True)
+        mkdir_private(folder)
         for _, path in reversed(later):
             os.replace(path, folder / path.name)
         _fsync_dir(folder)

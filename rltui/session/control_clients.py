@@ -15,8 +15,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import select
 import selectors
 import socket
+import sys
 from typing import Any
 
 from rltui.session import params_transfer, protocol, session_messages
@@ -34,6 +36,28 @@ def close_quietly(sock: socket.socket) -> None:
         while discarded < DISCARD_ON_CLOSE and (data := sock.recv(65536)):
             discarded += len(data)
     sock.close()
+
+
+def hung_up(sock: socket.socket) -> bool:
+    """Whether the peer of `sock` (blocking or not: this never waits) has closed its end,
+    whatever it sent first: nothing it could be sent would be read. One that only shut
+    down its sending side may still read, and has not hung up."""
+    if _POLL_SEES_HANG_UPS:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return any(events & (select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
+    # Elsewhere the peer's close shows only as the end of its stream, once what it sent is read.
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False  # connected, nothing sent yet
+    except OSError:
+        return True  # reset
+
+
+# Linux reports a stream socket whose peer has closed both directions as POLLHUP, sent
+# data unread or not (the same kernels have POLLRDHUP, for a peer that only stopped sending).
+_POLL_SEES_HANG_UPS = sys.platform.startswith("linux") and hasattr(select, "POLLRDHUP")
 
 
 @dataclasses.dataclass(eq=False)
@@ -89,13 +113,18 @@ class ClientQueues:
             client.queue.append(client.owed)
             self._send(client)
 
-    def _queue(self, client: Client, data: bytes) -> None:
+    def _queue(self, client: Client, data: bytes, *, send: bool = True) -> None:
+        """Queue `data` for `client` and send what its socket takes (unless `send` is
+        False: the caller queues more and sends once)."""
+        if client not in self._clients:
+            return
         if client.queued + len(data) > self.max_queued:
             self._drop(client)  # not reading at all: it can attach again and catch up
             return
         client.queue.append(data)
         client.queued += len(data)
-        self._send(client)
+        if send:
+            self._send(client)
 
     def _next_message(self, client: Client) -> bytes:
         item = client.queue[0]

@@ -44,6 +44,8 @@ class RunFeed:
             "describe": self._describe,
             "config": self.config,
         }))
+        if client not in self._clients:
+            return  # hung up: what follows would be built for nobody
         if self._latest_head is not None:
             # The hyperparameters of now, not of the last chunk: edits made since (while
             # paused) would otherwise show as undone until the next chunk. Owed, not
@@ -60,12 +62,12 @@ class RunFeed:
                 # encoded once per snapshot, shared by the clients that attach meanwhile.
                 if self._history_line is None or self._history_line[0] is not curves:
                     self._history_line = (curves, protocol.encode(session_messages.history_message(curves)))
-                self._queue(client, self._history_line[1])
+                self._queue(client, self._history_line[1], send=False)
             client.owed = OwedSnapshot(head, collections.deque((kept.json for kept in self._history),
                                                                maxlen=self.history))
             client.queue.append(client.owed)
         for data in self._events:
-            self._queue(client, data)
+            self._queue(client, data, send=False)
         self._send(client)
 
     def _drain_inbox(self) -> None:

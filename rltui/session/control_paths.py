@@ -16,14 +16,19 @@ import struct
 import tempfile
 from pathlib import Path
 
+from rltui.owner_only import open_private
+from rltui.read_limits import NOTE_BYTES, read_text
+
 SOCKET_NAME = "control.sock"
 POINTER_NAME = "control.path"
 # Below every platform's limit, with no room to spare needed: the temporary name
 # `bind_owner_only` binds first is never longer than the final one.
 MAX_SOCKET_PATH = 100
 # Connections waiting to be accepted. Room for many clients attaching at once (and for the
-# server taking its time under load); the OS caps it at its own limit (somaxconn).
-LISTEN_BACKLOG = 1024
+# server taking its time under load), and no more: the control server drains a whole
+# backlog a second, so a longer one would cost more under a storm of connects. The OS caps
+# it at its own limit (somaxconn).
+LISTEN_BACKLOG = 256
 
 
 class ControlPathError(OSError):
@@ -69,8 +74,8 @@ def find_socket(run_dir: Path) -> Path | None:
     pointer = run_dir / POINTER_NAME
     if pointer.is_file():
         try:
-            return Path(pointer.read_text(encoding="utf-8").strip())
-        except OSError:
+            return Path(read_text(pointer, NOTE_BYTES, "a socket's path").strip())
+        except (OSError, UnicodeDecodeError):
             return None
     path = run_dir / SOCKET_NAME
     return path if path.exists() else None
@@ -124,7 +129,8 @@ def write_pointer(run_dir: Path, path: Path) -> Path:
     pointer = Path(run_dir) / POINTER_NAME
     tmp = Path(run_dir) / f".{POINTER_NAME}.tmp"
     try:
-        tmp.write_text(f"{path}\n", encoding="utf-8")
+        with open_private(tmp, "w", encoding="utf-8") as out:
+            out.write(f"{path}\n")
         os.replace(tmp, pointer)
     except OSError as err:
         raise ControlPathError(f"cannot write {pointer}: {err.strerror or err}") from None

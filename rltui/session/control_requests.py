@@ -27,10 +27,12 @@ MAX_PARAMS_IN_FLIGHT = 4 * params_transfer.MAX_PARAMS_BYTES
 
 class ClientRequests:
     def _answer_lines(self, client: Client) -> None:
-        """Answer the whole lines it has sent, up to LINES_PER_TURN; more wait their turn."""
+        """Answer the whole lines it has sent, up to LINES_PER_TURN; more wait their turn.
+        A line is looked for only within the limit's length: one longer is refused whether
+        its end has arrived yet or not."""
         self._lines_waiting.discard(client)
         for _ in range(LINES_PER_TURN):
-            end = client.inbox.find(b"\n")
+            end = client.inbox.find(b"\n", 0, protocol.MAX_LINE_BYTES + 1)
             if end < 0 or client not in self._clients:
                 break
             line = bytes(client.inbox[:end])

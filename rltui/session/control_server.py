@@ -5,7 +5,9 @@ One thread owns every socket (a selector over the listening socket, the clients 
 wake-up pair). The session thread only appends its callbacks to a deque and wakes that
 thread, so no client, however slow or broken, can block training; and that thread keeps
 to a small share of one core (`CPU_SHARE`), so no number of clients or connections can
-take training's CPU either.
+take training's CPU either. A connection whose client hung up before it was accepted,
+whatever it sent first, is closed unread and ungreeted: a storm of them holds back no
+client queued behind it.
 
 Every client line is checked as data (`protocol.parse_request`) before use: what the
 protocol refuses, and anything unforeseen, is an `error` reply to that client alone; a
@@ -43,9 +45,10 @@ from typing import Any
 
 from rltui.session import protocol
 from rltui.session.allowance import Allowance
-from rltui.session.control_clients import Client, ClientQueues, close_quietly
+from rltui.session.control_clients import Client, ClientQueues, close_quietly, hung_up
 from rltui.session.control_feed import KeptRecord, RunFeed
 from rltui.session.control_paths import (
+    LISTEN_BACKLOG,
     ControlPathError,
     bind_owner_only,
     refuse_if_live,
@@ -66,18 +69,30 @@ MAX_QUEUED = 2**20  # bytes of whole messages waiting for one client; more and i
 RECORDS_PER_MESSAGE = 256  # a snapshot owed to a client goes out in messages of this many records
 CPU_SHARE = 0.1  # of one core: the most this thread uses, averaged, whatever clients do
 CPU_BURST = 0.25  # CPU seconds it may use at once before CPU_SHARE applies
-# New connections accepted: all MAX_CLIENTS at once, then this many a second. Beyond it
+# New connections greeted: all MAX_CLIENTS at once, then this many a second. Beyond it
 # they wait in the listen backlog, and a client that waits for its greeting (as rltui's
 # do) waits without using CPU: a loop of connects cannot keep the machine busy through us.
 ACCEPTS_PER_SECOND = 20.0
 ACCEPT_BURST = MAX_CLIENTS
+# Connections taken from the backlog, greeted or not: a whole backlog at once, then a whole
+# backlog a second. A storm of connects that hang up at once is closed unserved, and this
+# rate is what bounds it: the storm's clients find the backlog full (they wait in
+# `connect`, or are refused at once), so its cost, ours and theirs, stays small; and the
+# backlog it leaves behind is gone within a second of its end, reaching the client queued
+# after it.
+CONNECTIONS_PER_SECOND = float(LISTEN_BACKLOG)
+CONNECTION_BURST = LISTEN_BACKLOG
 COMMANDS_PER_SECOND = 20.0  # commands passed to the session, all clients together
 COMMAND_BURST = 50  # commands at once before COMMANDS_PER_SECOND applies
 PARAMS_PER_SECOND = 2.0  # parameters requests taken, all clients together
 PARAMS_BURST = 4
-# New connections accepted per turn of the loop: small turns keep the CPU budget
+# New connections greeted per turn of the loop: small turns keep the CPU budget
 # fine-grained and let every client have its turn.
 ACCEPTS_PER_TURN = 16
+CLOSES_PER_TURN = 256  # connections closed unserved per turn (see `_admit_one`)
+# The least time the listener stays off the selector once an allowance is spent, so that
+# under a storm connections are taken in batches, not one turn of the loop each.
+LISTEN_PAUSE = 0.05
 _LISTEN, _WAKE = "listen", "wake"
 
 
@@ -103,6 +118,7 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
         command_burst: int = COMMAND_BURST,
         accepts_per_second: float = ACCEPTS_PER_SECOND,
         accept_burst: int = ACCEPT_BURST,
+        connections_per_second: float = CONNECTIONS_PER_SECOND,
     ):
         self.session = session
         self.run_dir = Path(os.path.abspath(run_dir))
@@ -140,6 +156,7 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
         self._cpu_credit, self._cpu_mark = cpu_burst, (0.0, 0.0)
         self._command_tokens = Allowance(commands_per_second, command_burst)
         self._accept_tokens = Allowance(accepts_per_second, accept_burst)
+        self._connection_tokens = Allowance(connections_per_second, CONNECTION_BURST)
         self._params_tokens = Allowance(PARAMS_PER_SECOND, PARAMS_BURST)
         self._params_encoded: tuple[Any, list[str], int] | None = None  # (snapshot, pieces, bytes)
         self._listen_paused_until: float | None = None  # out of accepts: the listener is off the selector
@@ -276,43 +293,58 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
                 self._drop(client)
 
     def _accept(self) -> None:
-        for _ in range(ACCEPTS_PER_TURN):  # more wait in the listen backlog for the next turn
-            if not self._accept_tokens.available():
+        greeted = closed = 0
+        while greeted < ACCEPTS_PER_TURN and closed < CLOSES_PER_TURN:  # the rest wait for the next turn
+            # Whether the next is greeted or closed is known only once it is accepted.
+            allowances = (self._accept_tokens, self._connection_tokens)
+            if not all(allowance.available() for allowance in allowances):
                 # The rest wait in the listen backlog; the listener leaves the selector
                 # until an accept is allowed again (it would report ready all the while).
                 self._selector.unregister(self._listen)
-                self._listen_paused_until = self._accept_tokens.next_at()
+                self._listen_paused_until = max(time.monotonic() + LISTEN_PAUSE,
+                                                *(allowance.next_at() for allowance in allowances))
                 return
-            if not self._admit_one():
+            outcome = self._admit_one()
+            if outcome is None:
                 return
-            self._accept_tokens.take()
+            self._connection_tokens.take()
+            if outcome:
+                greeted += 1
+                self._accept_tokens.take()
+            else:
+                closed += 1
 
     def _accept_backlog(self) -> None:
         """At the end: admit everyone who connected and was not yet accepted. Closing the
         listener would reset them unread; admitted, they receive the final state."""
-        for _ in range(self.max_clients + ACCEPTS_PER_TURN):
-            if not self._admit_one():
+        for _ in range(self.max_clients + LISTEN_BACKLOG):
+            if self._admit_one() is None:
                 return
 
-    def _admit_one(self) -> bool:
-        """Accept one waiting connection and greet it (or turn it away); False when none waits."""
+    def _admit_one(self) -> bool | None:
+        """Accept one waiting connection and greet it (True), or close it unserved (False:
+        gone already, another user's, one too many); None when none waits. Only a greeting
+        costs an accept allowance: a connection whose client has already hung up, whatever
+        it sent (a storm of connects leaves the backlog full of them), is closed unread and
+        ungreeted, so a client queued behind a storm is reached as soon as the storm's
+        backlog is gone."""
         try:
             conn, _ = self._listen.accept()
         except (BlockingIOError, InterruptedError):
-            return False
+            return None
         except OSError:
-            return False  # e.g. out of file descriptors: the client sees a refusal
+            return None  # e.g. out of file descriptors: the client sees a refusal
         try:
-            if not same_user(conn):
+            if hung_up(conn) or not same_user(conn):
                 conn.close()
-                return True
+                return False
             conn.setblocking(False)
             if len(self._clients) >= self.max_clients:
                 self._refuse(conn)
-                return True
+                return False
         except OSError:
             conn.close()
-            return True
+            return False
         client = Client(conn)
         self._clients.add(client)
         self._selector.register(conn, client.events, client)

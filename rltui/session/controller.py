@@ -29,9 +29,10 @@ from rltui.session.evaluation_steps import EvaluationSteps
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.interface import ParamsSnapshot
 from rltui.session.metrics import TRAINER_METRICS, MetricsSnapshot, MetricsStore, UpdateRecord, load_run_history
-from rltui.session.params_service import ParamsService, describe_exception
+from rltui.session.params_service import ParamsService
 from rltui.session.population import Population
 from rltui.session.population_steering import PopulationSteering
+from trainers.env_import import one_line
 from trainers.hparams import DynamicHParams
 
 # Metrics whose non-finite value means training has diverged (episode_return may be NaN
@@ -107,6 +108,7 @@ class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, Population
         self._sync: BoundarySync = sync or LocalSync()
         self._edits: list[dict] = []  # the edit log, carried in checkpoints
         self._last_save = (0, clock())  # (update, clock) of the last checkpoint
+        self._last_write: float | None = None  # seconds the session's last save took; None before its first
         self.last_checkpoint: Path | None = None
         # Set while the latest save attempt failed and none has succeeded since: the run
         # must not end as if its files were complete.
@@ -257,7 +259,7 @@ class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, Population
             return
         self._failing = True
         cause = exc.__cause__ if isinstance(exc, ListenerFailed) and exc.__cause__ is not None else exc
-        self.error = str(exc) if isinstance(exc, ListenerFailed) else describe_exception(exc)
+        self.error = str(exc) if isinstance(exc, ListenerFailed) else one_line(exc)
         self.error_checkpoint = saved = self._save_after_error()
         self._log_notices()
         self._event("error", self.error, checkpoint=saved, traceback="".join(traceback.format_exception(cause))[-4000:])
@@ -391,4 +393,4 @@ class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, Population
             except BaseException as exc:
                 if self._failing:
                     continue
-                raise ListenerFailed(f"{type(listener).__name__} failed: {describe_exception(exc)}") from exc
+                raise ListenerFailed(f"{type(listener).__name__} failed: {one_line(exc)}") from exc

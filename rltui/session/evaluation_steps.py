@@ -11,6 +11,7 @@ import math
 
 from rltui.session.backend import NonFiniteState
 from rltui.session.evaluation import EvalResult, EvaluationPolicy
+from trainers.checkpoint import CheckpointError
 
 
 class EvaluationSteps:
@@ -61,8 +62,9 @@ class EvaluationSteps:
             path = self._checkpoints.save_best(data, result.mean)
         except NonFiniteState:
             return
-        except OSError as err:
-            self._event("warning", f"best checkpoint of update {self._updates_done} failed ({err.strerror or err})")
+        except (OSError, CheckpointError) as err:  # CheckpointError: a state too large to write
+            reason = (err.strerror if isinstance(err, OSError) else None) or err
+            self._event("warning", f"best checkpoint of update {self._updates_done} failed ({reason})")
             return
         if path is None:  # another process has written a better one since
             return

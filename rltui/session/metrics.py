@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -282,22 +281,23 @@ def load_run_history(store: MetricsStore, path: Path, last_update: int | None = 
     start from update 1, not from the checkpoint), up to `last_update`. Streamed in batches:
     memory stays the store's, whatever the file's length. Lines that are not records (cut
     short by a crash) are passed over. Returns the number of records read."""
+    from rltui.read_limits import read_lines
     from rltui.session.session_messages import record_from_json
+    from trainers.json_text import loads
 
     count, pending = 0, []
     try:
-        with open(path, encoding="utf-8") as lines:
-            for line in lines:
-                try:
-                    record = record_from_json(json.loads(line))
-                except (ValueError, TypeError, KeyError, AttributeError):
-                    continue
-                if last_update is not None and record.update > last_update:
-                    break
-                pending.append(record)
-                if len(pending) >= batch:
-                    store.extend(pending)
-                    count, pending = count + len(pending), []
+        for line in read_lines(path):
+            try:
+                record = record_from_json(loads(line))
+            except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
+                continue  # a line too long (None), damaged, or not a record
+            if last_update is not None and record.update > last_update:
+                break
+            pending.append(record)
+            if len(pending) >= batch:
+                store.extend(pending)
+                count, pending = count + len(pending), []
     except OSError:
         pass  # no history to show: the run goes on, its curves start at the checkpoint
     store.extend(pending)

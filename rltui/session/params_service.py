@@ -8,17 +8,12 @@ from __future__ import annotations
 from concurrent.futures import Future
 
 from rltui.session.interface import ParamsSnapshot, ParamsUnavailable
+from trainers.env_import import one_line
 
 
 class _WakeUp:
     """Queued after a parameters request so that a paused session (which waits on its
     command queue) serves it at once; applying it does nothing."""
-
-
-def describe_exception(exc: BaseException) -> str:
-    """An exception as one line: its type, and its message when it has one."""
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class ParamsService:
@@ -46,7 +41,7 @@ class ParamsService:
         try:
             snapshot = self._params_snapshot()
         except Exception as err:  # noqa: BLE001 - the requester is told; training goes on
-            failure = ParamsUnavailable(f"the parameters could not be copied ({describe_exception(err)})")
+            failure = ParamsUnavailable(f"the parameters could not be copied ({one_line(err)})")
             for future in futures:
                 if future.set_running_or_notify_cancel():
                     future.set_exception(failure)

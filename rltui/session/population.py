@@ -112,6 +112,10 @@ class Population:
         # Returns since the last PBT step, per member: its score at the next one.
         self._window: list[list[float]] = [[] for _ in members]
         self._trainer_hparams: DynamicHParams | None = None
+        # The changes in this history so far (population.jsonl's `seq`): a checkpoint keeps
+        # it, so a resume or rollback knows which lines of the file its history holds. None
+        # after a checkpoint that did not count them.
+        self.changes: int | None = 0
 
     # --- what the trainer gets -------------------------------------------------------------
     @property
@@ -343,6 +347,7 @@ class Population:
                  "trend": list(self._trend[m]), "window": list(self._window[m])}
                 for m in range(self.num_members)
             ],
+            **({"changes": self.changes} if self.changes is not None else {}),
         }
 
     def restore(self, metadata: Mapping[str, Any]) -> None:
@@ -367,6 +372,8 @@ class Population:
             self._trend[m] = collections.deque(saved.get("trend", []), maxlen=TREND_LENGTH)
             self._window[m] = list(saved.get("window", []))
         self._trainer_hparams = None
+        changes = metadata.get("changes")
+        self.changes = changes if isinstance(changes, int) and not isinstance(changes, bool) else None
 
     def describe(self, member: int) -> str:
         return " ".join(f"{k}={self._values[member][k]:.4g}" for k in self.keys) or f"member {member}"

@@ -54,7 +54,13 @@ class PopulationSteering:
     def _population_event(self, action: str, message: str, *, members: list[int] | None = None,
                           replacements: list[Replacement] = (), **data) -> None:
         """An event of kind "population": what changed and the whole table after it, so that
-        population.jsonl alone replays every member's lineage."""
+        population.jsonl alone replays every member's lineage. `seq` numbers the changes of
+        the history; a resume's line restates the table at its checkpoint and changes nothing."""
+        population = self.population
+        if action != "resumed" and population.changes is not None:
+            population.changes += 1
+        if population.changes is not None:
+            data["seq"] = population.changes
         view = self.population.view()
         table = [{"member": m.index, "values": dict(self.population.values(m.index)), "state": m.state.value,
                   "parent": m.parent} for m in view.members]

@@ -11,12 +11,17 @@ import json
 import os
 from pathlib import Path
 
+from rltui.export import is_count
+from rltui.owner_only import open_private
+from rltui.read_limits import read_lines
 from rltui.session.controller import SessionListener
 from rltui.session.events import SessionEvent
 from rltui.session.metrics import MetricsSnapshot
+from trainers.json_text import loads
 
 DISCARDED = "metrics.discarded.jsonl"
 POPULATION = "population.jsonl"
+POPULATION_DISCARDED = "population.discarded.jsonl"
 
 
 class RunFileError(OSError):
@@ -34,7 +39,7 @@ def _write_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` whole, or leave it as it was (a full disk, a crash)."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as out:
+        with open_private(tmp, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
@@ -50,32 +55,59 @@ def truncate_metrics(run_dir: Path, last_update: int) -> None:
     after it (written before a crash, or the updates a rollback undid) move to
     metrics.discarded.jsonl rather than being lost. Each file is replaced whole, so a full
     disk leaves both as they were; raises RunFileError naming the file."""
-    path = Path(run_dir) / "metrics.jsonl"
+    _set_aside(Path(run_dir) / "metrics.jsonl", DISCARDED, lambda record: _number(record, "update", last_update))
+
+
+def truncate_population(run_dir: Path, seq: int | None, last_update: int) -> None:
+    """Keep population.jsonl's changes up to the `seq` a checkpoint counted (None, from a
+    checkpoint that did not count them: those up to `last_update`), so that the file is the
+    lineage of the history that goes on; the others move to population.discarded.jsonl, as
+    `truncate_metrics` moves records."""
+    def in_history(record) -> bool:
+        if seq is not None and isinstance(record, dict) and "seq" in record:
+            return _number(record, "seq", seq)
+        return _number(record, "update", last_update)
+
+    _set_aside(Path(run_dir) / POPULATION, POPULATION_DISCARDED, in_history)
+
+
+def _number(record, key: str, limit: float) -> bool:
+    """Whether `record`'s `key` is a count up to `limit`: one that is no count is a record no
+    reader uses (`export.sound_record`), so it moves aside too."""
+    value = record.get(key, 0) if isinstance(record, dict) else None
+    return is_count(value) and value <= limit
+
+
+def _set_aside(path: Path, aside_name: str, in_history) -> None:
+    """Keep the lines of the JSONL file `path` whose record is `in_history`, moving the others
+    to `aside_name` beside it (appended); lines that cannot be read are dropped."""
     if not path.exists():
         return
+    kept, discarded, lines, size = [], [], 0, 0
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        for line in read_lines(path):
+            lines += 1
+            if line is None:
+                continue  # too long to read: dropped
+            size += len(line) + 1
+            try:
+                record = loads(line)
+            except ValueError:
+                continue  # a line cut short by a crash, or too deep to read
+            (kept if in_history(record) else discarded).append(line.decode("utf-8", "replace") + "\n")
+        whole = len(kept) == lines and path.stat().st_size == size  # no partial last line either
     except OSError as err:
         raise _file_error(err, path) from None
-    kept, discarded = [], []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line cut short by a crash
-        in_history = isinstance(record, dict) and record.get("update", 0) <= last_update
-        (kept if in_history else discarded).append(line + "\n")
-    if len(kept) == len(lines):
+    if whole:
         return  # nothing to move: no write, which a full disk could refuse
     if discarded:
-        aside = path.with_name(DISCARDED)
+        aside = path.with_name(aside_name)
         try:
-            before = aside.read_text(encoding="utf-8") if aside.exists() else ""
+            before = "".join(line.decode("utf-8", "replace") + "\n" for line in read_lines(aside)
+                             if line is not None) if aside.exists() else ""
         except OSError as err:
             raise _file_error(err, aside) from None
-        if before and not before.endswith("\n"):
-            before += "\n"
-        # Before metrics.jsonl: a failure between the two keeps every record somewhere.
+        # Before `path`: a failure between the two keeps every record somewhere.
         _write_atomic(aside, before + "".join(discarded))
     _write_atomic(path, "".join(kept))
 
@@ -85,10 +117,18 @@ def record_abort(run_dir: Path, event: SessionEvent) -> None:
     at once after it: the recorder's own file belongs to the session thread, and an appended
     line of its own keeps the log whole. Best effort: an abort never waits on a full disk."""
     try:
-        with open(Path(run_dir) / "events.jsonl", "a", encoding="utf-8") as f:
+        with open_private(Path(run_dir) / "events.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(event.to_json()) + "\n")
     except OSError:
         pass
+
+
+def _open(path: Path):
+    """`path` opened to append to; RunFileError naming it if it cannot be (a pipe there)."""
+    try:
+        return open_private(path, "a", encoding="utf-8")
+    except OSError as err:
+        raise _file_error(err, path) from None
 
 
 class RunRecorder(SessionListener):
@@ -97,8 +137,12 @@ class RunRecorder(SessionListener):
 
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
-        self._metrics = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
-        self._events = open(self.run_dir / "events.jsonl", "a", encoding="utf-8")
+        self._metrics = _open(self.run_dir / "metrics.jsonl")
+        try:
+            self._events = _open(self.run_dir / "events.jsonl")
+        except RunFileError:
+            self._metrics.close()
+            raise
         self._population = None  # population.jsonl, opened at a population's first event
 
     def _write(self, file, text: str) -> None:
@@ -123,14 +167,25 @@ class RunRecorder(SessionListener):
         if event.kind == "rolled back" and not self._metrics.closed:
             self._metrics.close()
             truncate_metrics(self.run_dir, event.update)
-            self._metrics = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
+            self._metrics = open_private(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
+        if event.kind == "rolled back" and "population_seq" in event.data:
+            if self._population is not None and self._population.closed:
+                return  # written no more, after a failure
+            if self._population is not None:
+                self._population.close()
+                self._population = None  # opened again at the next change
+            truncate_population(self.run_dir, event.data["population_seq"], event.update)
 
     def _write_population(self, event: SessionEvent) -> None:
         """population.jsonl: one line per change of a population (start, edit, freeze, clone,
         pbt, diverged) with the whole member table after it, so that it alone replays the
-        lineage of every member."""
+        lineage of every member. A resume's line, which restates its checkpoint's table, is
+        written only where the file holds no lineage yet (a resume into a new directory)."""
         if self._population is None:
-            self._population = open(self.run_dir / POPULATION, "a", encoding="utf-8")
+            path = self.run_dir / POPULATION
+            if event.data.get("action") == "resumed" and path.exists() and path.stat().st_size > 0:
+                return
+            self._population = open_private(path, "a", encoding="utf-8")
         if self._population.closed:
             return
         line = {"update": event.update, "wall_time": round(event.wall_time, 4), "message": event.message,

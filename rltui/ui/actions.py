@@ -9,8 +9,11 @@ palette command, says why (`rltui.ui.availability`).
 
 from __future__ import annotations
 
+import os
 import time
 
+from rltui.owner_only import open_private
+from rltui.rundir import SCREENSHOT_PREFIX
 from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
 from rltui.session.commands import CloneMember, FreezeMembers, Rollback
 from rltui.ui import availability
@@ -171,9 +174,11 @@ class DashboardActions:
 
     def _save_svg(self) -> None:
         update = self.latest.update if self.latest is not None else 0
-        name = f"screenshot-u{update:06d}-{time.strftime('%H%M%S')}.svg"
+        name = f"{SCREENSHOT_PREFIX}u{update:06d}-{time.strftime('%H%M%S')}.svg"
+        path = os.path.join(str(self.run_dir), name)
         try:
-            path = self.save_screenshot(name, str(self.run_dir))
+            with open_private(path, "w", encoding="utf-8") as out:  # a run's file: its owner's only
+                out.write(self.export_screenshot())
         except OSError as err:
             self.notify(f"cannot save screenshot: {err}", severity="error")
             return

@@ -31,6 +31,7 @@ from rltui.ui.actions import DashboardActions
 from rltui.ui.messages import SessionBridge
 from rltui.ui.screens import DashboardScreen
 from rltui.ui.session_handlers import SessionHandlers
+from rltui.ui.terminal import EndsWithItsTerminal
 from rltui.ui.themes import load_themes, resolve_theme_name
 
 # After Stop, how long to wait for the chunk in flight (or a compile) before giving up:
@@ -39,7 +40,7 @@ STOP_TIMEOUT = 5.0
 WATCH_KEY = "a"  # the agent; "w" is the chart's smoothing
 
 
-class DashboardApp(SessionHandlers, DashboardActions, App[None]):
+class DashboardApp(SessionHandlers, DashboardActions, EndsWithItsTerminal, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "rltui"
     # ctrl+q quits an owned run and detaches from an attached one (check_action picks).

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rltui.read_limits import size_text
 from trainers.hparams import TRAINER_KEYS
 from trainers.keys import Switch
 
@@ -101,14 +102,7 @@ def bucket_means(values: Sequence[float], buckets: int) -> list[float]:
 
 
 def fmt_bytes(value: int | None) -> str:
-    if value is None:
-        return "—"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024:
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"
+    return "—" if value is None else size_text(value, steady=True)
 
 
 def time_ticks(low: float, high: float, most: int) -> tuple[list[float], list[str]]:

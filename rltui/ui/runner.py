@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 import signal
 import sys
 import threading
@@ -31,20 +32,30 @@ def run_dashboard(
     starts.
 
     SIGHUP (the terminal closed, an SSH connection dropped) is a quit with nobody left to
-    ask: an owned run stops at the next chunk boundary and writes its final checkpoint (the
-    wait is not bounded then), an attached one is left running."""
+    ask, whatever is on screen: an owned run stops at the next chunk boundary and writes its
+    final checkpoint (the wait is not bounded then), an attached one is left running. A
+    terminal that fails a read or a write hangs up the same way (rltui.ui.terminal)."""
     app = DashboardApp(session, config, Path(run_dir), theme=theme, device_source=device_source)
     hung_up = threading.Event()
 
-    def on_hangup(signum, frame):
-        hung_up.set()
+    def hang_up() -> None:
         if not session.outlives_client:
             session.stop()
+        app.exit()
+
+    def on_hangup(signum, frame):
+        hung_up.set()
         try:
             loop = asyncio.get_running_loop()  # the app's, on this (the main) thread
         except RuntimeError:
-            return  # the app has not started, or has ended: run_dashboard goes on to let go
-        loop.call_soon_threadsafe(app.exit)
+            # The app has not started (it ends as soon as it does), or has ended. Either
+            # way run_dashboard goes on to let go, stopping an owned session there: not
+            # here, where this handler may have cut into that very call.
+            app.exit()
+            return
+        # In the loop, not here: this handler may have cut into the app's own call to the
+        # session, whose locks are not reentrant.
+        loop.call_soon_threadsafe(hang_up)
 
     previous = signal.signal(signal.SIGHUP, on_hangup)
     try:
@@ -72,10 +83,13 @@ def run_dashboard(
         console.print(Text(f"Training failed: {app.state_message or 'see events.jsonl'}", style="bold red"))
     elif session.outlives_client and session.state in LIVE:
         console.print(
-            Text(f"Detached; the run goes on ({session.state.value}). Attach again with: rltui attach {run_dir}")
+            Text(f"Detached; the run goes on ({session.state.value}). Attach again with: "
+                 f"rltui attach {shlex.quote(str(run_dir))}")
         )
     console.print(Text(f"Run files: {run_dir}"))
-    go_on = _go_on(session.state, snapshot, failure, Path(run_dir), config.env)
+    diverged = bool(getattr(session, "nonfinite", False))  # an owned session's; an attached run says its own
+    go_on = _go_on(session.state, snapshot, failure, Path(run_dir), config.env, diverged=diverged,
+                   lr=float(session.hparams.lr) if diverged else None)
     if go_on is not None:
         console.print(Text(go_on, style="dim"))
     failed = session.state is SessionState.ERROR or (app.return_code or 0) != 0 or failure is not None
@@ -95,14 +109,17 @@ def _summary(state: SessionState, snapshot: MetricsSnapshot) -> str:
     return f"At update {snapshot.update:,} ({snapshot.env_steps:,} env steps)."
 
 
-def _go_on(state: SessionState, snapshot: MetricsSnapshot | None, failure, run_dir: Path, env: str) -> str | None:
+def _go_on(state: SessionState, snapshot: MetricsSnapshot | None, failure, run_dir: Path, env: str, *,
+           diverged: bool = False, lr: float | None = None) -> str | None:
     """How to train on from a run that ended, as `--no-ui` says it: only once it has ended
-    without an error or a failed final checkpoint, and with a checkpoint to resume from."""
+    without an error or a failed final checkpoint, and with a checkpoint to resume from (or,
+    diverged, a way to start again)."""
     if state is not SessionState.FINISHED or failure is not None or snapshot is None:
         return None
-    if CheckpointStore.for_run(run_dir).latest() is None:
+    if CheckpointStore.for_run(run_dir).latest() is None and not diverged:
         return None  # quit before the first checkpoint: nothing to go on from
-    return continue_line(run_dir, snapshot.env_steps, snapshot.update >= snapshot.total_updates, env)
+    return continue_line(run_dir, snapshot.env_steps, snapshot.update >= snapshot.total_updates, env,
+                         diverged=diverged, lr=lr, total_env_steps=snapshot.total_env_steps)
 
 
 def _let_go(session: SessionClient, timeout: float | None = STOP_TIMEOUT) -> bool:

@@ -32,6 +32,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from rltui.read_limits import TEXT_FILE_BYTES, read_text
+
 DEFAULT_THEME = "rltui-dark"
 # Prefix that `--theme dark` may leave out.
 _PREFIX = "rltui-"
@@ -113,7 +115,7 @@ def load_themes(user_dir: Path | None = None, problems: list[str] | None = None)
     directory = user_theme_dir() if user_dir is None else Path(user_dir)
     for path in sorted(directory.glob("*.toml")) if directory.is_dir() else ():
         try:
-            theme = parse_theme(path.read_text(encoding="utf-8"), str(path))
+            theme = parse_theme(read_text(path, TEXT_FILE_BYTES, "a theme"), str(path))
         except (OSError, UnicodeDecodeError) as err:
             if problems is not None:
                 problems.append(f"{path}: cannot read: {err}")

@@ -43,12 +43,18 @@ def load_player(args) -> Player:
     runtime.configure_jax(host_devices=0, compile_cache=True)
     import jax
 
+    from rltui.population.memory import check_policy_fits, tree_bytes
+    from rltui.resume import portable_template, state_shapes
+    from rltui.watch.params import acting_template
     from trainers.parallel import build
 
     parallel = build(config.static_config(), jax.local_devices()[:1])
-    template = checkpoint.to_portable(parallel.init(parallel.seed_keys(0), config.dynamic_hparams()))
+    # Sized from shapes before anything is allocated: a checkpoint's config may name any network.
+    shapes = state_shapes(config, parallel)
+    check_policy_fits(2 * tree_bytes(shapes), tree_bytes(acting_template(config, parallel)), parallel.devices[0],
+                      policy=f"the checkpoint's network (hidden_sizes {list(config.hidden_sizes)})")
     try:
-        restored, _ = checkpoint.decode(data, template)
+        restored, _ = checkpoint.decode(data, portable_template(shapes))
     except CheckpointError as err:
         raise UsageError(str(err)) from None
     return Player(config, (restored.params, restored.obs_stats), seed=args.seed, greedy=not args.sample,

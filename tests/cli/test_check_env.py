@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
-from test_custom_env import BAD_MODULE
+from test_custom_env import BAD_MODULE, cli_env
 
 CHECKS = (
     "import and interface", "reset: jit and vmap", "step: jit and vmap", "observations match observation_space",
     "action space supported", "rewards are finite scalars", "done flags are booleans",
-    "deterministic for a fixed key", "an episode ends within the limit", "one policy update runs",
+    "deterministic for a fixed key", "observations and rewards stay finite", "an episode ends within the limit",
+    "one policy update runs", "checkpoint and resume",
 )
 
 MORE_BAD = '''
+import jax
 import jax.numpy as jnp
 from test_custom_env import Bandit
 
@@ -26,7 +31,38 @@ class Endless(Bandit):
     def step(self, key, state, action, params):
         obs, state, reward, terminated, truncated, info = super().step(key, state, action, params)
         return obs, state, reward, terminated, jnp.bool_(False), info
+
+
+def refuse(time):
+    raise ValueError(f"time {time} is out of range")
+
+
+class CallbackRaises(Bandit):
+    def step(self, key, state, action, params):
+        jax.debug.callback(refuse, state.time)
+        return super().step(key, state, action, params)
+
+
+class NaNObservations(Bandit):
+    def step(self, key, state, action, params):
+        obs, state, reward, terminated, truncated, info = super().step(key, state, action, params)
+        return obs * jnp.nan, state, reward, terminated, truncated, info
+
+
+class NaNRewards(Bandit):
+    def step(self, key, state, action, params):
+        obs, state, reward, terminated, truncated, info = super().step(key, state, action, params)
+        return obs, state, reward * jnp.nan, terminated, truncated, info
 '''
+CALLBACK_LINE = next(n for n, line in enumerate(MORE_BAD.splitlines(), 1) if "raise ValueError" in line)
+EXITS = {
+    "exits_at_import": "import sys\nsys.exit(0)\n",
+    "os_exits_at_import": "import os\nos._exit(0)\n",
+    "exits_in_step": (
+        "import os\nfrom test_custom_env import Bandit\n\n\nclass Exits(Bandit):\n"
+        "    def step(self, key, state, action, params):\n        os._exit(0)\n"
+    ),
+}
 
 
 def rows(out: str) -> dict[str, str]:
@@ -43,6 +79,8 @@ def rows(out: str) -> dict[str, str]:
 def env_modules(tmp_path, monkeypatch):
     (tmp_path / "bad_envs.py").write_text(BAD_MODULE)
     (tmp_path / "more_bad_envs.py").write_text(MORE_BAD)
+    for name, text in EXITS.items():
+        (tmp_path / f"{name}.py").write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
     return tmp_path
 
@@ -102,3 +140,62 @@ def test_launch_stops_at_the_first_failed_cheap_check(env_modules, tmp_path, cap
         "test_custom_env:make_bandit gives 2x1"
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_an_env_with_its_own_state_class_passes_the_checkpoint_and_resume_check(capsys):
+    code, out, _ = check_env(["test_env_checkpoints:make", "--env-kwargs", '{kind = "jax"}'], capsys)
+    assert code == 0
+    assert rows(out) == {name: "pass" for name in CHECKS}
+
+
+@pytest.mark.parametrize("env, first_failure, reason", [
+    ("more_bad_envs:NaNObservations", "observations match observation_space", "step gives NaN in its observations"),
+    ("more_bad_envs:NaNRewards", "rewards are finite scalars", "reward is NaN"),
+], ids=["observations", "rewards"])
+def test_nan_from_the_env_is_named_nan_not_randomness(env, first_failure, reason, env_modules, capsys):
+    code, out, err = check_env([env], capsys)
+    assert code == 2
+    assert err.splitlines()[-1] == f"rltui: error: {env}: {first_failure}: {reason}"
+    assert rows(out)["deterministic for a fixed key"] == "pass"
+    assert rows(out)["observations and rewards stay finite"] == "fail"
+    assert "of a random episode gives NaN in its" in out
+
+
+def test_an_exception_in_the_envs_jax_callback_is_one_line_naming_its_file_and_line(env_modules, capsys):
+    code, out, err = check_env(["more_bad_envs:CallbackRaises"], capsys)
+    line = f"a JAX callback raised ValueError: time 0 is out of range at more_bad_envs.py:{CALLBACK_LINE}"
+    assert code == 2
+    assert err.splitlines()[-1] == f"rltui: error: more_bad_envs:CallbackRaises: step: jit and vmap: {line}"
+    assert "Traceback" not in out + err
+    assert len(err.splitlines()) <= 2  # the module's import notice and the error
+
+
+def test_an_exception_in_the_envs_jax_callback_during_training_is_one_line(env_modules, tmp_path, capsys):
+    from rltui.cli import main
+
+    code = main(["launch", "--no-ui", "--run-dir", str(tmp_path / "run"), "--set", "env=more_bad_envs:CallbackRaises",
+                 "--set", "num_envs=4", "--set", "num_steps=8", "--set", "total_timesteps=32"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "Traceback" not in captured.out + captured.err
+    assert (f"Training failed: a JAX callback raised ValueError: time 0 is out of range at "
+            f"more_bad_envs.py:{CALLBACK_LINE}") in captured.out + captured.err
+
+
+@pytest.mark.parametrize("env_id, message", [
+    ("exits_at_import:make", "importing exits_at_import called sys.exit(0)"),
+    ("os_exits_at_import:make", "importing os_exits_at_import called os._exit(0)"),
+    ("exits_in_step:Exits", "exits_in_step:Exits's step called os._exit(0)"),
+], ids=["sys.exit at import", "os._exit at import", "os._exit in step"])
+@pytest.mark.parametrize("command", ["check-env", "launch"])
+def test_an_env_that_exits_the_process_is_one_line_and_exit_2(env_id, message, command, env_modules):
+    # In a child process: an env that does end the process would end the test run with it.
+    args = [env_id] if command == "check-env" else ["--no-ui", "--set", f"env={env_id}"]
+    env = cli_env(env_modules)
+    env["PYTHONPATH"] += f":{env_modules}"
+    done = subprocess.run([sys.executable, "-m", "rltui", command, *args], cwd=env_modules, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1].endswith(f"{message}; an env must not end the process")
+    assert "Traceback" not in done.stderr
+    assert not (env_modules / "runs").exists()

@@ -655,14 +655,15 @@ def test_launch_without_a_terminal_runs_headless(tmp_path, shared_cache):
 
 HUGE_INT = "1" + "0" * 400
 HUGE_INT_SHOWN = "1" + "0" * 37 + "..." + "0" * 39 + " (401 digits)"
-LONG_ENV_SHOWN = "'" + "x" * 37 + "..." + "x" * 38 + "' (50,000,000 characters)"
+LONG_ENV_SHOWN = "'" + "x" * 37 + "..." + "x" * 38 + "' (500,000 characters)"
 
 
 def _hostile_files(cwd: Path) -> None:
     (cwd / "latin1.toml").write_bytes(b'lr = 3e-4\nenv = "\xff\xfe"\n')
     (cwd / "deep.toml").write_text("hidden_sizes = " + "[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
     (cwd / "big.toml").write_text(f"lr = {HUGE_INT}\n", encoding="utf-8")
-    (cwd / "env.toml").write_text('env = "' + "x" * 50_000_000 + '"\n', encoding="utf-8")
+    (cwd / "env.toml").write_text('env = "' + "x" * 500_000 + '"\n', encoding="utf-8")
+    (cwd / "huge.toml").write_text('env = "' + "x" * 50_000_000 + '"\n', encoding="utf-8")
 
 
 HOSTILE_LAUNCHES = [
@@ -695,7 +696,12 @@ HOSTILE_LAUNCHES = [
     pytest.param(
         ["--config", "env.toml"],
         f"--config: env.toml: env: unknown environment {LONG_ENV_SHOWN}; run `rltui envs` to list the supported ones",
-        id="env-50MB",
+        id="env-500KB",
+    ),
+    pytest.param(
+        ["--config", "huge.toml"],
+        "--config: cannot read huge.toml: is 47.7 MiB, more than the 1 MiB rltui reads of a configuration",
+        id="config-50MB",
     ),
     pytest.param(
         ["--name", "exp/one"],
@@ -860,6 +866,53 @@ def test_checkpoint_with_nan_params_is_reported_and_refused(tmp_path, tiny_run):
     )
     assert (resumed.returncode, resumed.stderr) == (2, f"rltui: error: --resume: {problem}\n")
     assert {p: p.read_bytes() for p in path.parents[1].rglob("*") if p.is_file()} == files
+
+
+def _no_params(outer, metadata):
+    from flax import serialization
+
+    state = serialization.msgpack_restore(outer["state"])
+    del state["params"]
+    outer["state"] = serialization.msgpack_serialize(state)
+
+
+def test_checkpoint_without_params_is_refused_by_info_as_by_eval(tmp_path, tiny_run, capsys):
+    # Nothing in it to be finite: info says what eval says, rather than "parameters finite".
+    from rltui.cli import main
+
+    path = _craft(tiny_run, tmp_path, _no_params)
+    for args in (["info", str(path)], ["info", str(path), "--json"], ["eval", str(path), "--episodes", "2"]):
+        assert main(args) == 2, args
+        assert capsys.readouterr() == ("", "rltui: error: checkpoint is damaged: it holds no policy parameters\n")
+
+
+def test_info_shows_metadata_text_that_no_terminal_could_print(tmp_path, tiny_run, capsys):
+    # JSON may escape a lone surrogate, a str that no UTF-8 stream writes: it shows escaped.
+    def edit(outer, metadata):
+        metadata.update(created="\ud800", device_kind="cpu \udfff")
+        outer["metadata"] = json.dumps(metadata, sort_keys=True)
+
+    from rltui.cli import main
+
+    path = _craft(tiny_run, tmp_path, edit)
+    assert main(["info", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "saved        final checkpoint, \\ud800" in lines and "device       cpu \\udfff x 1" in lines
+    assert main(["info", str(path), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert (record["created"], record["device_kind"]) == ("\\ud800", "cpu \\udfff")
+
+
+def test_a_checkpoint_larger_than_the_bound_is_refused_unread(tmp_path, capsys):
+    from rltui.cli import main
+
+    path = tmp_path / "huge.msgpack"
+    with open(path, "wb") as file:
+        file.truncate(5 * 10**9)  # sparse: no disk, and no memory unless read
+    for command in ("info", "eval"):
+        assert main([command, str(path)]) == 2
+        assert capsys.readouterr().err == \
+            "rltui: error: checkpoint: huge.msgpack: is 4.7 GiB, more than the 4 GiB rltui reads of a checkpoint\n"
 
 
 @pytest.mark.parametrize("command", ["info", "eval", "launch --resume"])

@@ -7,6 +7,7 @@ import io
 import math
 import re
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -164,6 +165,49 @@ def test_compare_refuses_a_path_that_is_not_a_run(runs, tmp_path, capsys):
     assert err == [f"rltui: error: RUN_DIR: {tmp_path / 'missing'} is not a directory"]
     assert main(["compare", str(runs[0]), "--metric", "nothing"]) == 2
     assert main(["compare", str(runs[0]), "--smooth", "1"]) == 2
+
+
+def test_compare_reads_returns_and_steps_beyond_float_range(tmp_path, capsys):
+    # JSON holds integers of any length: a return of 400 digits is more than a float holds,
+    # and a record whose env steps are infinite has no place on the steps axis.
+    run = make_run(tmp_path / "big", 12)
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write(f'{{"update": 13, "env_steps": {13 * STEPS}, "wall_time": 3.25, "episode_return": 1{"0" * 400}}}\n')
+        f.write('{"update": 14, "env_steps": Infinity, "episode_return": 1.0}\n')
+    other = make_run(tmp_path / "other", 12, config={"seed": 1})
+    assert main(["compare", str(run), str(other), "--threshold", "15", "--group-by", "seed", "--plot"]) == 0
+    captured = capsys.readouterr()
+    row = next(line for line in captured.out.splitlines() if line.startswith("big "))
+    # the infinite return is no value; the record without finite steps is a damaged line
+    assert row.split()[3:8] == ["1,664", "12", "22", "1,024", "0:03"]
+    assert "[damaged: 1 damaged line in metrics.jsonl]" in row and captured.err == ""
+
+
+def test_compare_and_group_by_of_returns_at_float_range_warn_of_nothing(tmp_path, capsys):
+    # Sums of returns near the largest float overflow: the figures they make are shown as
+    # missing, with no numpy RuntimeWarning lines, and the plot leaves their points out.
+    huge = make_run(tmp_path / "huge", 12, ret=lambda u: 1.7e308)
+    mixed = make_run(tmp_path / "mixed", 12, ret=lambda u: 1.7e308 * (-1) ** u)
+    plain = make_run(tmp_path / "plain", 12, config={"seed": 1})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for statistic in ("mean", "iqm"):
+            assert main(["compare", str(huge), str(mixed), str(plain), "--group-by", "seed", "--plot",
+                         "--statistic", statistic]) == 0
+            out = capsys.readouterr().out
+            rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()}
+            assert rows["huge"][4:6] == ["-", "1.7e+308"]  # the mean of its last 10 overflows
+            assert rows["seed=1"][1:5] == ["1", "12", "[12,", "12]"]
+        assert main(["compare", str(huge), str(plain), "--plot"]) == 0
+    plot = capsys.readouterr().out.split("episode_return (EMA")[1]
+    assert "plain" in plot and "huge" not in plot  # no point of it can be drawn
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_compare_refuses_a_threshold_that_is_not_a_finite_number(runs, capsys, value):
+    assert main(["compare", str(runs[0]), f"--threshold={value}"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"rltui: error: --threshold: expected a finite number, got {value}"]
 
 
 def test_a_huge_run_loads_quickly(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 
 import pytest
@@ -447,6 +448,32 @@ def test_toml_file_nested_too_deeply_is_refused(tmp_path):
     with pytest.raises(ConfigError) as excinfo:
         load_toml(path)
     assert str(excinfo.value) == f"--config: {path} is not readable as TOML: arrays are nested too deeply to read"
+
+
+def test_toml_file_larger_than_the_bound_is_refused_unread(tmp_path):
+    from rltui.read_limits import TEXT_FILE_BYTES
+
+    path = tmp_path / "huge.toml"
+    path.write_bytes(b"lr = [" + b"1," * TEXT_FILE_BYTES)  # a configuration no one writes: not even TOML
+    with pytest.raises(ConfigError) as excinfo:
+        load_toml(path)
+    assert str(excinfo.value) == f"--config: cannot read {path}: is 2 MiB, more than the 1 MiB rltui reads of a " \
+        "configuration"
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "pipe", "directory"])
+def test_toml_path_that_is_no_regular_file_is_refused_unread(tmp_path, kind):
+    # /dev/zero never ends, and a pipe nobody writes to never answers: neither is read.
+    path = tmp_path / "config.toml"
+    if kind == "/dev/zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "pipe":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    with pytest.raises(ConfigError) as excinfo:
+        load_toml(path)
+    assert str(excinfo.value) == f"--config: cannot read {path}: is not a regular file"
 
 
 def test_long_values_are_quoted_shortened():

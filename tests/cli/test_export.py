@@ -123,6 +123,62 @@ def test_damaged_lines_are_skipped_and_said(tmp_path, capsys):
     assert len(captured.out.splitlines()) == 5
 
 
+DEEP = "[" * 50_000 + "]" * 50_000  # deeper than Python's JSON parser recurses
+
+
+@pytest.mark.parametrize("args", [["export", "RUN", "--csv", "-"], ["export", "RUN", "--tensorboard", "OUT"],
+                                  ["compare", "RUN"]], ids=["csv", "tensorboard", "compare"])
+def test_a_line_nested_too_deeply_is_a_damaged_line(tmp_path, capsys, args):
+    run = make_run(tmp_path / "run", 4)
+    text = (run / "metrics.jsonl").read_text().splitlines(True)
+    text.insert(2, DEEP + "\n")
+    (run / "metrics.jsonl").write_text("".join(text))
+    assert main([{"RUN": str(run), "OUT": str(tmp_path / "tb")}.get(a, a) for a in args]) == 0
+    captured = capsys.readouterr()
+    # export warns of it; compare marks the run in its table
+    assert "1 damaged line in metrics.jsonl" in captured.err + captured.out and "Traceback" not in captured.err
+    assert [r["update"] for r in read_run(run).records] == [1, 2, 3, 4]
+
+
+def test_a_line_longer_than_the_bound_is_passed_over_unread(tmp_path, monkeypatch):
+    from rltui import read_limits
+
+    run = make_run(tmp_path / "run", 4)
+    monkeypatch.setattr(read_limits, "JSONL_LINE_BYTES", 4096)
+    long_record = json.dumps({"update": 5, "env_steps": 5 * STEPS, "note": "x" * 8192})
+    with open(run / "metrics.jsonl", "a") as file:
+        file.write(long_record + "\n" + json.dumps({"update": 6, "env_steps": 6 * STEPS}) + "\n")
+    data = read_run(run)
+    assert [r["update"] for r in data.records] == [1, 2, 3, 4, 6]
+    assert data.problems == ["1 damaged line in metrics.jsonl"]
+
+
+def test_text_no_terminal_could_print_is_written_escaped(tmp_path, capsys):
+    # JSON may escape a lone surrogate, a str that no UTF-8 stream or file writes.
+    run = make_run(tmp_path / "run", 2, events=[{"kind": "warning", "update": 1, "message": "odd \ud800"}])
+    with open(run / "metrics.jsonl", "a") as file:
+        file.write(json.dumps({"update": 3, "env_steps": 3 * STEPS, "odd\udfff": 1.5}) + "\n")
+    assert main(["export", str(run), "--csv", "-", "--tensorboard", str(tmp_path / "tb")]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]  # after the line saying what --tensorboard wrote
+    assert lines[0].endswith(",odd\\udfff") and lines[-1].endswith(",1.5")
+
+    from test_loggers import accumulate, texts
+
+    assert texts(accumulate(tmp_path / "tb"), "events") == [(STEPS, "**warning**: odd \\ud800")]
+
+
+def test_a_run_file_that_is_no_regular_file_is_not_read(tmp_path, capsys):
+    run = make_run(tmp_path / "run", 4)
+    (run / "events.jsonl").unlink()
+    (run / "events.jsonl").symlink_to(os.devnull if not Path("/dev/zero").exists() else "/dev/zero")
+    (run / "config.toml").unlink()
+    os.mkfifo(run / "config.toml")  # a pipe nobody writes to: reading it would wait for ever
+    assert main(["export", str(run), "--csv", "-"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"rltui: warning: {run}: cannot read config.toml: is not a regular file",
+                   f"rltui: warning: {run}: cannot read events.jsonl: is not a regular file"]
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda p: p, "is not a directory"),
     (lambda p: (p.mkdir(), p)[1], "is not a run directory"),

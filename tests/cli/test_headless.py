@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import io
+import os
+from pathlib import Path
 from types import MappingProxyType
 
+import pytest
 from rich.console import Console
 
 from rltui.headless import GuardedOutput, ProgressListener
@@ -142,9 +146,58 @@ def test_display_whose_output_goes_away_goes_quiet_and_says_so_once():
     assert closed == [1] and output.closed_output
 
 
-def test_the_last_lines_say_how_to_train_on():
-    from rltui.run_summary import continue_line
+class _BusyTerminal(io.StringIO):
+    """A terminal another process made non-blocking, its output queue full at first: the
+    first write and the first flush fail with EAGAIN (one an interrupted call), then all works."""
 
+    def __init__(self):
+        super().__init__()
+        self.failures = [BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable"),
+                         InterruptedError(errno.EINTR, "Interrupted system call")]
+
+    def write(self, text):
+        if self.failures:
+            raise self.failures.pop(0)
+        return super().write(text)
+
+    def flush(self):
+        if self.failures:
+            raise self.failures.pop(0)
+
+    def fileno(self):
+        raise io.UnsupportedOperation("no descriptor")
+
+
+def test_a_terminal_that_would_block_is_waited_for_not_taken_for_gone():
+    closed = []
+    terminal = _BusyTerminal()
+    output = GuardedOutput(terminal, lambda: closed.append(1))
+    output.write("frame one\n")
+    terminal.failures.append(BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable"))
+    output.flush()
+    output.write("frame two\n")
+    assert terminal.getvalue() == "frame one\nframe two\n"
+    assert closed == [] and not output.closed_output
+
+
+@pytest.mark.parametrize("gone", [errno.EIO, errno.ENXIO, errno.EPIPE, errno.EBADF])
+def test_a_terminal_that_hung_up_is_gone_for_good(gone):
+    closed = []
+    terminal = _BusyTerminal()
+    terminal.failures = [OSError(gone, os.strerror(gone))]
+    output = GuardedOutput(terminal, lambda: closed.append(1))
+    output.write("frame\n")
+    output.write("another\n")
+    assert closed == [1] and output.closed_output and terminal.getvalue() == ""
+
+
+def test_the_last_lines_say_how_to_train_on(tmp_path, monkeypatch):
+    from rltui.run_summary import continue_line
+    from rltui.session.checkpoints import CheckpointStore
+
+    monkeypatch.chdir(tmp_path)
+    for run in ("runs/a b", "runs/x"):
+        CheckpointStore.for_run(Path(run)).save(b"a checkpoint", 7)
     assert continue_line("runs/a b", 500_224, True) == (
         "To train on: rltui launch --resume 'runs/a b' --set total_timesteps=1000448")
     assert continue_line("runs/x", 1_000, False) == "To go on: rltui launch --resume runs/x"
@@ -154,6 +207,20 @@ def test_the_last_lines_say_how_to_train_on():
         'To train on: rltui.train(env=<your env>, resume="runs/x", total_timesteps=2000)')
     assert continue_line("runs/a b", 1_000, False, "object:Bandit#2") == (
         'To go on: rltui.train(env=<your env>, resume="runs/a b")')
+    # Diverged: the same checkpoint, seed and program would diverge again; half the rate,
+    # to the total the run was training to (its checkpoint may hold a smaller one).
+    assert continue_line("runs/x", 1_000, False, diverged=True, lr=3e-4, total_env_steps=4096) == (
+        "To go on from update 7, at half the learning rate: rltui launch --resume runs/x --set lr=0.00015 "
+        "--set total_timesteps=4096")
+    assert continue_line("runs/x", 1_000, False, "object:Bandit", diverged=True, lr=3e-4, total_env_steps=4096) == (
+        'To go on from update 7, at half the learning rate: rltui.train(env=<your env>, resume="runs/x", '
+        'lr=0.00015, total_timesteps=4096)')
+    # Without a checkpoint, a resume could not work: a new start from the run's configuration.
+    assert continue_line("runs/new one", 1_000, False, diverged=True, lr=3e-4) == (
+        "It diverged before its first checkpoint; to start again at half the learning rate: "
+        "rltui launch --config 'runs/new one/config.toml' --set lr=0.00015")
+    assert continue_line("runs/new one", 1_000, False, "object:Bandit", diverged=True, lr=3e-4) == (
+        "It diverged before its first checkpoint: train again with rltui.train(env=<your env>, ...)")
 
 
 def test_a_run_that_evaluates_shows_its_latest_evaluation_return():

@@ -143,3 +143,53 @@ def test_kill_9_at_random_moments_then_resume_matches_an_uninterrupted_run(tmp_p
     got, want = results(run_dir), results(reference)
     different = [i + 1 for i, (a, b) in enumerate(zip(got, want)) if a != b]
     assert not different, f"updates {different[:10]} differ from the uninterrupted run's ({history})"
+
+
+POPULATION_UPDATES = 150
+POPULATION = [*TINY, "--sweep", "lr=[1e-3,3e-3,1e-2]", "--set", "pbt_every_updates=6", "--set", "pbt_fraction=0.34",
+              "--set", f"total_timesteps={POPULATION_UPDATES * STEPS}"]
+
+
+def lineage(run_dir: Path) -> list[str]:
+    """population.jsonl's lines without their clock readings, as comparable text."""
+    return [json.dumps({k: v for k, v in line.items() if k != "wall_time"}, sort_keys=True)
+            for line in read_jsonl(run_dir / "population.jsonl")]
+
+
+def changes_after_the_latest_checkpoint(run_dir: Path) -> list[int]:
+    """The updates of population.jsonl's changes that the latest checkpoint does not hold."""
+    found = checkpoints(run_dir)
+    if not found:
+        return []
+    held = verify_checksum(found[-1][1])["population"]["changes"]
+    return [line["update"] for line in read_jsonl(run_dir / "population.jsonl") if line["seq"] > held]
+
+
+def test_a_population_under_pbt_killed_after_a_pbt_step_resumes_to_the_uninterrupted_lineage(tmp_path, cache):
+    reference = tmp_path / "uninterrupted"
+    assert_ok(rltui(["launch", "--no-ui", "--run-dir", reference, *POPULATION], tmp_path, cache, timeout=300))
+    run_dir = tmp_path / "killed"
+    log = tmp_path / "stderr.txt"
+    first = ["launch", "--no-ui", "--run-dir", run_dir, *POPULATION, "--set", "checkpoint_every_updates=10",
+             "--set", "chunk_seconds=0.02"]
+    again = ["launch", "--no-ui", "--resume", run_dir]
+    lost = []  # the updates of the changes each kill left after the latest checkpoint
+    for attempt in range(4):
+        proc = start_slow(first if attempt == 0 else again, tmp_path, cache, log)
+        try:
+            wait_for(lambda: changes_after_the_latest_checkpoint(run_dir), proc, "a PBT step after a checkpoint", log)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        finally:
+            stop(proc)
+        lost = changes_after_the_latest_checkpoint(run_dir)
+        if lost:
+            break
+    assert lost, "no kill landed between a PBT step and the next checkpoint"
+    assert updates(run_dir)[-1] < POPULATION_UPDATES
+    assert_ok(rltui(again, tmp_path, cache, timeout=300))
+    assert updates(run_dir) == list(range(1, POPULATION_UPDATES + 1))
+    assert lineage(run_dir) == lineage(reference)
+    moved = [line["update"] for line in read_jsonl(run_dir / "population.discarded.jsonl")]
+    assert moved[-len(lost):] == lost
+    assert results(run_dir) == results(reference)

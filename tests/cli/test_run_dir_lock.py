@@ -4,6 +4,7 @@ anything there; the lock goes with the process, however it ends (kill -9 include
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +32,7 @@ HOLD = (
     "import sys\n"
     "from pathlib import Path\n"
     "from rltui.rundir import lock_run_dir\n"
-    "lock_run_dir(Path(sys.argv[1]))\n"
+    "lock_run_dir(Path(sys.argv[1]), own_folder=True)\n"
     "print('locked', flush=True)\n"
     "sys.stdin.read()\n"
 )
@@ -133,3 +134,13 @@ def test_launch_into_a_folder_of_runs_is_refused(tmp_path):
                                   f"e.g. {runs / 'NAME'}")
     assert not (runs / "config.toml").exists()
     assert prepare_run_dir(RunConfig(), str(runs / "c")) == runs / "c"
+
+
+def test_a_lock_file_that_is_a_pipe_is_checked_without_waiting(tmp_path):
+    # Opening a pipe to read waits for a writer: the check must not, and no process holds it.
+    from rltui.rundir import check_not_in_use
+
+    run = tmp_path / "run"
+    run.mkdir()
+    os.mkfifo(run / LOCK_NAME)
+    check_not_in_use(run)

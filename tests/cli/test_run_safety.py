@@ -170,7 +170,7 @@ class FullDiskFile:
 
 
 def test_recorder_on_a_full_disk_names_the_file_and_closes_quietly(tmp_path, monkeypatch):
-    monkeypatch.setattr(recorder_module, "open", FullDiskFile, raising=False)
+    monkeypatch.setattr(recorder_module, "open_private", FullDiskFile)
     recorder = RunRecorder(tmp_path)
     event = SessionEvent("warning", 3, "a message longer than the room left on this disk", 1.0)
     with pytest.raises(OSError) as raised:
@@ -180,10 +180,22 @@ def test_recorder_on_a_full_disk_names_the_file_and_closes_quietly(tmp_path, mon
     recorder.close()  # no traceback after the run's last line
 
 
+def test_resume_truncation_moves_aside_the_records_no_reader_counts_as_updates(tmp_path):
+    from rltui.export import read_jsonl, sound_record
+
+    records = [{"update": 1}, {"update": -1}, {"update": 2.5}, {"update": True}, {"update": 2}, {"update": 9}]
+    lines = [json.dumps(r) + "\n" for r in records]
+    (tmp_path / "metrics.jsonl").write_text("".join(lines), encoding="utf-8")
+    truncate_metrics(tmp_path, 4)
+    kept = read_jsonl(tmp_path / "metrics.jsonl", problems := [], sound_record)
+    assert kept == [{"update": 1}, {"update": 2}] and problems == []  # what curves and export read, whole
+    assert (tmp_path / DISCARDED).read_text(encoding="utf-8") == "".join(lines[1:4] + lines[5:])
+
+
 def test_resume_truncation_on_a_full_disk_leaves_both_files_and_names_one(tmp_path, monkeypatch):
     lines = [json.dumps({"update": u, "episode_return": 1.0}) + "\n" for u in range(1, 11)]
     (tmp_path / "metrics.jsonl").write_text("".join(lines), encoding="utf-8")
-    monkeypatch.setattr(recorder_module, "open", FullDiskFile, raising=False)
+    monkeypatch.setattr(recorder_module, "open_private", FullDiskFile)
     with pytest.raises(OSError) as raised:
         truncate_metrics(tmp_path, 4)
     message = str(raised.value)

@@ -295,11 +295,12 @@ def test_population_too_large_for_memory_is_refused(workdir):
         check_population_fits(static, spec, [FakeDevice()], free_bytes=lambda device: need // 2)
     message = str(caught.value)
     assert message.startswith("population of 256 agents needs about ")
-    assert message.endswith(" GiB free on cpu; lower sweep_size, num_seeds or num_envs")
+    assert message.endswith(" GiB free on cpu (mostly the activations of hidden_sizes [64, 64] over 128 rows at "
+                            "once); lower sweep_size, num_seeds, num_envs, num_steps or hidden_sizes"), message
     assert "\n" not in message
     assert caught.value.exit_code == 2
     # an accelerator is compared with its own free memory (bytes_limit - bytes_in_use by default)
-    with pytest.raises(UsageError, match=r"GiB free on gpu 1; lower"):
+    with pytest.raises(UsageError, match=r"GiB free on gpu 1 \(mostly "):
         check_population_fits(static, spec, [FakeDevice("gpu", 0), FakeDevice("gpu", 1)],
                               free_bytes=lambda device: 2**40 if device.id == 0 else 1)
     # unknown free memory passes

@@ -10,7 +10,7 @@ import json
 import random
 import time
 
-from rltui.session import SessionState, Stop
+from rltui.session import Pause, SessionState, Stop
 from rltui.session.protocol import MAX_LINE_BYTES
 
 from control_client import LineClient, served, wait_for
@@ -192,3 +192,48 @@ def test_fuzzed_messages_never_take_the_server_down(tmp_path):
         assert fake.state in (SessionState.RUNNING, SessionState.PAUSED)
     assert sent >= CONNECTIONS * LINES_PER_CONNECTION
     assert time.monotonic() - started < 60
+
+
+def oversize_line(rng: random.Random, size: int) -> bytes:
+    """A line of `size` bytes that would be applied if its length were not checked: a
+    valid command padded with whitespace, or a set_hparams with a long field it ignores."""
+    if rng.random() < 0.5:
+        head = b'{"type": "command", "command": "pause"'
+        return head + b" " * (size - len(head) - 1) + b"}"
+    head = b'{"type": "command", "command": "set_hparams", "changes": {"lr": 0.000123}, "pad": "'
+    return head + b"x" * (size - len(head) - 2) + b'"}'
+
+
+def test_lines_over_the_limit_are_refused_and_change_nothing(tmp_path):
+    # The band just over the limit, up to a few socket reads' worth: each line gets the
+    # refusal and its connection closes, whether it arrives in one piece or many.
+    rng = random.Random(SEED)
+    sizes = [MAX_LINE_BYTES + 1, MAX_LINE_BYTES + 2, 2 * MAX_LINE_BYTES, 200 * 1024]
+    sizes += [rng.randrange(MAX_LINE_BYTES + 1, 200 * 1024) for _ in range(8)]
+    with served(tmp_path) as (fake, server):
+        for size in sizes:
+            line = oversize_line(rng, size)
+            assert len(line) == size
+            client = LineClient(server.path)
+            assert client.recv()["type"] == "hello"
+            data = line + b"\n"
+            cuts = sorted(rng.sample(range(1, len(data)), 3)) if rng.random() < 0.5 else []
+            try:  # at once, or in pieces with the end arriving last
+                for start, end in zip([0, *cuts], [*cuts, len(data)], strict=True):
+                    client.send(data[start:end])
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # refused before the whole line was sent: the refusal is there to read
+            reply = client.reply()
+            assert reply["type"] == "error" and "longer than" in reply["error"], (size, reply)
+            while (message := client.recv()) is not None:  # then the end of the stream
+                assert message["type"] not in ("ok", "error"), (size, message)
+            client.close()
+        # A line of exactly the limit is still answered, and only it was applied.
+        client = LineClient(server.path)
+        assert client.recv()["type"] == "hello"
+        client.send(oversize_line(random.Random(1), MAX_LINE_BYTES) + b"\n")
+        assert client.reply()["type"] == "ok"
+        client.close()
+        wait_for(lambda: server.client_count == 0)
+        assert server.last_internal_error is None
+        assert [type(command) for command in fake.commands] == [Pause]

@@ -398,6 +398,49 @@ def test_a_connection_storm_keeps_the_server_to_its_share_of_the_cpu(tmp_path):
         client.close()
 
 
+# What each storm client sends before it hangs up: nothing, a byte, a whole command.
+_STORM_SENDS = {"nothing": b"", "a byte": b"x",
+                "a command": b'{"type": "command", "command": "pause"}\n'}
+
+
+@pytest.mark.parametrize("sends", list(_STORM_SENDS))
+def test_a_client_connecting_right_after_a_storm_of_hang_ups_is_served_at_once(tmp_path, sends):
+    # Threads connecting and hanging up at once, as fast as the run lets them, fill the
+    # listen backlog with connections nobody will read (whatever they sent first); the
+    # client after them must not wait for each to be greeted in turn (at 2 greetings a
+    # second, minutes).
+    with served(tmp_path, accepts_per_second=2.0) as (fake, server):
+        fake.on_thread(fake.advance, 4096)  # the history every greeted client is owed
+        stop = time.monotonic() + 1.0
+        made = []
+
+        def storm():
+            count = 0
+            while time.monotonic() < stop:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.connect(str(server.path))  # blocking: a full backlog makes it wait
+                    if _STORM_SENDS[sends]:
+                        sock.sendall(_STORM_SENDS[sends])
+                    count += 1
+                except OSError:
+                    pass
+                finally:
+                    sock.close()
+            made.append(count)
+
+        threads = [threading.Thread(target=storm, daemon=True) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert len(made) == 4 and sum(made) > ACCEPT_BURST  # more than could be greeted at once
+        client = LineClient(server.path)  # served within LineClient's generous timeout
+        assert client.recv()["type"] == "hello"
+        client.close()
+        assert server.last_internal_error is None
+
+
 def test_many_clients_attaching_at_once_all_get_in(tmp_path):
     with served(tmp_path) as (fake, server):
         fake.on_thread(fake.advance, 20)

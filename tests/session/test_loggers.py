@@ -5,11 +5,16 @@ W&B offline, a failing logger switched off with one warning, and bad values refu
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import math
 import os
+import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -153,6 +158,66 @@ def test_a_file_cut_short_by_a_crash_reads_up_to_the_cut(tmp_path):
     assert_matches(accumulate(tb), [record(u) for u in range(1, 5)])
 
 
+def test_a_long_event_file_resumes_and_rolls_back_a_record_at_a_time(tmp_path):
+    # However long a run's event file grows, a resume or a rollback reads it in the memory of
+    # one record: here a file of over 2 MiB in records of about 4 KiB.
+    import tracemalloc
+
+    from tensorboardX.summary import text as text_summary
+
+    from rltui.loggers.tensorboard import EventFileWriter
+
+    tb = tmp_path / "tb"
+    TensorBoardLogger(tb, CONFIG).close()
+    writer = EventFileWriter(tb)
+    for update in range(1, 513):
+        writer.write_summary(text_summary("notes", f"{update:04d}" * 1024), update * STEPS, 0.0)
+    writer.close()
+    assert sum(p.stat().st_size for p in tb.iterdir()) > 2 << 20
+    tracemalloc.start()
+    try:
+        resumed = TensorBoardLogger(tb, CONFIG)  # reads every file to learn where it left off
+        resumed.write_records([record(500)])  # at a step written before: cuts every file back
+        resumed.close()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    steps = [e.step for e in read_events(tb) if any(v.tag == "notes/text_summary" for v in e.summary.value)]
+    assert steps == [update * STEPS for update in range(1, 500)]
+
+
+def test_an_event_record_past_its_bound_is_refused_in_one_line_naming_the_file(tmp_path, monkeypatch):
+    from rltui import read_limits
+
+    tb = tmp_path / "tb"
+    logger = TensorBoardLogger(tb, CONFIG)
+    logger.write_records([record(1)])
+    logger.close()
+    [path] = list(tb.iterdir())
+    monkeypatch.setattr(read_limits, "EVENT_RECORD_BYTES", 64)  # the configuration's text is longer
+    warnings: list[str] = []
+    listener = open_loggers(("tensorboard",), tmp_path, CONFIG, STEPS, warnings.append)
+    listener.on_state(SessionState.FINISHED, None)
+    assert len(warnings) == 1
+    assert re.fullmatch(rf"logger tensorboard could not start \(ReadLimitError: {re.escape(str(path))} holds a "
+                        r"record of [\d.]+ (bytes|KiB), more than the 64 bytes rltui reads of one event\); the run "
+                        r"goes on without it", warnings[0]), warnings[0]
+
+
+def test_a_wandb_run_id_that_cannot_be_read_is_named_in_the_warning(tmp_path, monkeypatch):
+    import types
+
+    monkeypatch.setitem(sys.modules, "wandb", types.ModuleType("wandb"))
+    monkeypatch.delenv("WANDB_RUN_ID", raising=False)
+    (tmp_path / "wandb-run-id").mkdir()  # no regular file
+    warnings: list[str] = []
+    listener = open_loggers(("wandb",), tmp_path, CONFIG, STEPS, warnings.append)
+    listener.on_state(SessionState.FINISHED, None)
+    assert warnings == [f"logger wandb could not start (ReadLimitError: {tmp_path / 'wandb-run-id'} is not a "
+                        "regular file); the run goes on without it"]
+
+
 # --- the listener: a failing logger goes off, training goes on ------------------------------
 
 
@@ -207,11 +272,150 @@ def test_a_failing_logger_warns_once_and_is_switched_off(tmp_path):
     assert_matches(accumulate(tmp_path / "tb"), [record(u) for u in range(1, 4)])
 
 
+class FullDisk:
+    """An event file on a disk that has filled: every write raises ENOSPC; the rest is the
+    real file's, so that a flush once it is closed raises as a real one does."""
+
+    def __init__(self, file):
+        self._file = file
+        self.writes = 0
+
+    def write(self, data):
+        self.writes += 1
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def __getattr__(self, name):
+        return getattr(self._file, name)
+
+
+def test_a_tensorboard_directory_that_fills_gives_one_line_and_is_written_no_more(tmp_path):
+    warnings: list[str] = []
+    logger = TensorBoardLogger(tmp_path / "tb", CONFIG)
+    disk = logger._writer._file = FullDisk(logger._writer._file)  # the disk fills mid-run
+    listener = LoggerListener([logger], warnings.append, STEPS)
+    for update in range(1, 4):
+        listener.on_metrics(Snapshot((Rec(update),)))
+        listener.on_event(SessionEvent("paused", update, f"paused at update {update}", 1.5))
+    listener.on_state(SessionState.FINISHED, None)
+
+    assert warnings == ["logger tensorboard failed (OSError: [Errno 28] No space left on device); "
+                        "it is off for the rest of this run"]
+    assert disk.writes == 1 and disk.closed
+    assert listener.active == ()
+
+
+class Blocked:
+    """A logger's start that hangs until released, as W&B's does with no network."""
+
+    def __init__(self):
+        self.release = threading.Event()
+        self.started = threading.Event()
+        self.logger = Recording()
+
+    def __call__(self):
+        self.started.set()
+        self.release.wait(60)
+        return self.logger
+
+
+class Recording:
+    label = "slow"
+
+    def __init__(self):
+        self.records: list[int] = []
+        self.closed = threading.Event()
+
+    def write_records(self, records):
+        self.records += [r["update"] for r in records]
+
+    def write_event(self, step, kind, message):
+        pass
+
+    def flush(self):
+        pass
+
+    def close(self):
+        self.closed.set()
+
+
+def test_a_logger_slow_to_start_holds_up_nothing_and_is_given_up_on_in_one_line():
+    now = [0.0]
+    warnings: list[str] = []
+    blocked = Blocked()
+    good = Recording()
+    listener = LoggerListener([good], warnings.append, STEPS, starting=[("wandb", blocked)], start_timeout=30,
+                              clock=lambda: now[0])
+    assert blocked.started.wait(60)
+    for update in range(1, 4):  # chunks go on while it starts: each call returns at once
+        now[0] = 10.0 * update
+        listener.on_metrics(Snapshot((Rec(update),)))
+    assert not blocked.release.is_set()
+    assert warnings == ["logger wandb did not start within 30 s; the run goes on without it"]
+    assert listener.active == ("slow",)
+    listener.on_metrics(Snapshot((Rec(4),)))
+    blocked.release.set()  # it starts at last, too late: closed, and handed nothing
+    assert blocked.logger.closed.wait(60)
+    listener.on_state(SessionState.FINISHED, None)
+    assert blocked.logger.records == [] and good.records == [1, 2, 3, 4] and good.closed.is_set()
+    assert len(warnings) == 1
+
+
+class NoNetwork(Recording):
+    """W&B at the end of a run whose network has gone: writing out never finishes."""
+
+    label = "wandb"
+
+    def __init__(self):
+        super().__init__()
+        self.release = threading.Event()
+
+    def close(self):
+        self.release.wait(60)
+        super().close()
+
+
+def test_a_logger_that_cannot_write_out_holds_the_end_of_a_run_half_a_minute_at_most():
+    # The process holds the run directory's lock until then, for a `--resume` to wait on.
+    ticks = itertools.count(0.0, 30.0)  # each look at the clock finds 30 s gone
+    stuck = NoNetwork()
+    listener = LoggerListener([stuck], lambda message: None, STEPS, clock=lambda: next(ticks))
+    closer = threading.Thread(target=listener.on_state, args=(SessionState.FINISHED, None), daemon=True)
+    closer.start()
+    closer.join(20)
+    ended = not closer.is_alive()
+    stuck.release.set()
+    assert ended, "still waiting for the logger after 30 s"
+
+
+def test_a_logger_that_starts_in_time_gets_every_record_from_the_first():
+    blocked = Blocked()
+    warnings: list[str] = []
+    listener = LoggerListener([], warnings.append, STEPS, starting=[("wandb", blocked)], clock=lambda: 0.0)
+    for update in range(1, 3):
+        listener.on_metrics(Snapshot((Rec(update),)))
+    blocked.release.set()
+    listener.on_state(SessionState.FINISHED, None)
+    assert blocked.logger.records == [1, 2] and blocked.logger.closed.is_set() and warnings == []
+
+
+def test_a_logger_error_over_several_lines_is_said_in_one():
+    warnings: list[str] = []
+
+    def unreachable():
+        raise ConnectionError("Timed out while retrying: connection refused\nConsider increasing init_timeout:\n  ...")
+
+    listener = LoggerListener([], warnings.append, STEPS, starting=[("wandb", unreachable)])
+    listener.on_state(SessionState.FINISHED, None)
+    assert warnings == ["logger wandb could not start (ConnectionError: Timed out while retrying: connection "
+                        "refused); the run goes on without it"]
+
+
 def test_a_logger_that_cannot_start_is_reported_and_left_out(tmp_path, monkeypatch):
     warnings: list[str] = []
     (tmp_path / "tb").write_text("a file where the directory should be")
     listener = open_loggers(("jsonl", "tensorboard"), tmp_path, CONFIG, STEPS, warnings.append)
-    assert listener is None
+    listener.on_state(SessionState.FINISHED, None)  # it starts on a thread of its own
+    assert listener.active == ()
     assert len(warnings) == 1 and warnings[0].startswith("logger tensorboard could not start")
 
 
@@ -306,6 +510,67 @@ def test_a_run_and_its_resume_write_tensorboard_equal_to_metrics_jsonl(tmp_path)
     records = read_metrics(run)
     assert [r["update"] for r in records] == list(range(1, 13))
     assert_matches(accumulate(run / "tb"), records)
+
+
+# W&B whose server never answers, as with no network: its start waits for ever.
+_WANDB_NO_ANSWER = """
+import importlib.machinery, sys, threading, types
+wandb = sys.modules["wandb"] = types.ModuleType("wandb")
+wandb.__spec__ = importlib.machinery.ModuleSpec("wandb", None)
+wandb.Settings = dict
+wandb.init = lambda **options: threading.Event().wait()
+from rltui.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _launch_until_a_warning(tmp_path: Path, command: list[str], env: dict[str, str]) -> tuple[list[dict], str]:
+    """A long headless run with W&B, stopped (Ctrl+C) once it has logged a warning: its
+    warning events, and what it printed."""
+    run = tmp_path / "run"
+    proc = subprocess.Popen(
+        [*command, "launch", "--no-ui", *TINY, "--set", "loggers=wandb", "--set", f"total_timesteps={100000 * STEPS}",
+         "--run-dir", str(run)],
+        cwd=tmp_path, env={**cli_env(tmp_path), **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (run / "events.jsonl").exists() or '"warning"' not in (run / "events.jsonl").read_text():
+            assert time.monotonic() < deadline and proc.poll() is None, "no warning"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stderr
+    events = map(json.loads, (run / "events.jsonl").read_text().splitlines())
+    return [e for e in events if e["kind"] == "warning"], stderr
+
+
+def test_a_wandb_that_never_answers_holds_up_no_training_and_is_given_up_on_in_one_line(tmp_path):
+    warnings, stderr = _launch_until_a_warning(tmp_path, [sys.executable, "-c", _WANDB_NO_ANSWER],
+                                               {"WANDB_INIT_TIMEOUT": "2"})
+    assert [w["message"] for w in warnings] == ["logger wandb did not start within 2 s; the run goes on without it"]
+    assert warnings[0]["update"] >= 1  # training ran while it waited
+    assert [line for line in stderr.splitlines() if "logger wandb" in line] == [
+        f"[update {warnings[0]['update']}] {warnings[0]['message']}"]
+    assert "Stopped after" in stderr  # and the run ended, its logger still waiting
+
+
+def test_wandb_with_no_server_says_so_in_one_line(tmp_path):
+    pytest.importorskip("wandb", reason="the wandb extra is not installed")
+    warnings, stderr = _launch_until_a_warning(tmp_path, [sys.executable, "-m", "rltui"], {
+        "WANDB_API_KEY": "k" * 40, "WANDB_ERROR_REPORTING": "false", "WANDB_INIT_TIMEOUT": "2",
+        "WANDB_BASE_URL": "http://127.0.0.1:9",  # nothing listens there: no network beyond this machine
+    })
+    # Whichever gives up first, W&B or rltui, says so.
+    said = r"logger wandb (did not start within 2 s|could not start \(CommError: [^\n]*\)); the run goes on without it"
+    assert len(warnings) == 1 and re.fullmatch(said, warnings[0]["message"]), warnings
+    assert [line for line in stderr.splitlines() if "logger wandb" in line] == [
+        f"[update {warnings[0]['update']}] {warnings[0]['message']}"]
+    assert "Traceback" not in stderr
 
 
 # --- Weights & Biases, offline ---------------------------------------------------------------

@@ -103,13 +103,16 @@ def test_wandb_logger_logs_member_scalars(tmp_path, monkeypatch):
         def finish(self):
             pass
 
-    fake = types.SimpleNamespace(init=lambda **options: FakeRun())
+    fake = types.SimpleNamespace(init=lambda **options: FakeRun(), Settings=dict)
     monkeypatch.setitem(sys.modules, "wandb", fake)
     from rltui.loggers.wandb_logger import WandbLogger
 
     logger = WandbLogger(Path(tmp_path), {"env": "CartPole-v1"})
-    listener = LoggerListener([logger], lambda message: pytest.fail(message), STEPS)
+    warnings: list[str] = []
+    listener = LoggerListener([logger], warnings.append, STEPS)
     listener.on_metrics(Snapshot((Rec(population_record(3)),)))
     listener.on_event(pbt_event(3))
+    listener.on_state(SessionState.FINISHED, None)  # waits for the logger's thread to write them
+    assert warnings == []
     assert logged[0]["members/2/episode_return"] == 90.0 and "members/1/episode_return" not in logged[0]
     assert logged[1] == {"event": "**population pbt**: member 1 <- member 2 (lr=0.0024)", "env_steps": 3 * STEPS}

@@ -12,12 +12,12 @@ import pytest
 
 from rltui.session import TrainingSession
 from rltui.session.backend import JaxBackend
-from rltui.session.checkpoints import CheckpointStore
+from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore
 from rltui.session.commands import CloneMember, FreezeMembers, Rollback, SaveCheckpoint, SetHParams
 from rltui.session.controller import SessionListener
 from rltui.session.events import SessionState
 from rltui.session.population import MemberState, PBTPolicy, Population
-from rltui.session.recorder import RunRecorder
+from rltui.session.recorder import RunRecorder, truncate_metrics, truncate_population
 from trainers.hparams import DynamicHParams, StaticConfig
 
 from helpers import TINY
@@ -41,11 +41,12 @@ class Events(SessionListener):
         return [e for e in self.events if e.kind == kind]
 
 
-def run_population(tmp_path, total, *, commands=(), pbt=None, resume=None, lrs=LRS, base=BASE):
+def run_population(tmp_path, total, *, commands=(), pbt=None, resume=None, lrs=LRS, base=BASE,
+                   policy=CheckpointPolicy(), keep=3):
     population = Population(base, [{"lr": lr} for lr in lrs], num_seeds=1, pbt=pbt or PBTPolicy())
     backend = JaxBackend(STATIC, 0, jax.local_devices()[:1])
     session = TrainingSession(backend, base, total, chunk_seconds=0.01, population=population, resume=resume,
-                              checkpoints=CheckpointStore.for_run(tmp_path))
+                              checkpoints=CheckpointStore.for_run(tmp_path, keep=keep), checkpoint_policy=policy)
     events, recorder = Events(), RunRecorder(tmp_path)
     session.add_listener(recorder)
     session.add_listener(events)
@@ -171,6 +172,38 @@ def test_a_population_resumes_exactly_pbt_and_all(tmp_path):
     assert not any(math.isnan(v) for v in session.population.values(0).values())
 
 
+def test_after_a_crash_and_a_resume_the_lineage_is_the_uninterrupted_runs(tmp_path):
+    """Killed after the PBT step at update 6, resumed from the checkpoint of update 3: the
+    PBT step the crash lost moves aside, and population.jsonl reads as if nothing happened."""
+    pbt = PBTPolicy(every_updates=3, fraction=0.34, perturb=(0.5, 2.0), seed=1)
+    whole, crashed = tmp_path / "whole", tmp_path / "crashed"
+    whole.mkdir()
+    crashed.mkdir()
+    run_population(whole, 8, pbt=pbt)
+    run_population(crashed, 7, pbt=pbt, policy=CheckpointPolicy(every_updates=1, every_minutes=0), keep=100)
+    checkpoint = crashed / "checkpoints" / "checkpoint-000000003.msgpack"
+    metadata = json.loads(json.dumps(trainers_metadata(checkpoint.read_bytes())))
+    truncate_metrics(crashed, metadata["update"])  # as a resume does (rltui.resume.prepare_resume)
+    truncate_population(crashed, metadata["population"]["changes"], metadata["update"])
+    run_population(crashed, 8, pbt=pbt, resume=checkpoint.read_bytes())
+
+    def lineage(run_dir):
+        lines = read_jsonl(run_dir / "population.jsonl")
+        return [{k: v for k, v in line.items() if k != "wall_time"} for line in lines]
+
+    steps = [(line["update"], line["action"].split("_")[0]) for line in lineage(crashed)]  # pbt or pbt_skipped
+    assert steps == [(0, "start"), (3, "pbt"), (6, "pbt")]
+    assert lineage(crashed) == lineage(whole)
+    assert [line["seq"] for line in lineage(crashed)] == [1, 2, 3]
+    assert [line["update"] for line in read_jsonl(crashed / "population.discarded.jsonl")] == [6]
+
+
+def trainers_metadata(data: bytes) -> dict:
+    from trainers.checkpoint import read_metadata
+
+    return read_metadata(data)
+
+
 def test_a_population_resumed_for_longer_anneals_over_the_new_total(tmp_path):
     # Trained for 2 updates (the learning rate annealing to 0 at update 2), then resumed to 4:
     # as a single run does, each member's lr anneals over the new total from where it was.
@@ -200,7 +233,8 @@ def test_a_rollback_restores_the_members_values_and_lineage(tmp_path):
     assert population.values(2)["lr"] == pytest.approx(LRS[2])  # the clone undone
     assert population.view().members[2].parent is None
     actions = [line["action"] for line in read_jsonl(tmp_path / "population.jsonl")]
-    assert actions == ["start", "clone", "rolled_back"]
+    assert actions == ["start", "rolled_back"]  # the clone undone is no longer the population's lineage
+    assert [line["action"] for line in read_jsonl(tmp_path / "population.discarded.jsonl")] == ["clone"]
     last = read_jsonl(tmp_path / "population.jsonl")[-1]
     assert last["table"][2]["values"]["lr"] == pytest.approx(LRS[2]) and last["table"][2]["parent"] is None
 

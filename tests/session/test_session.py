@@ -510,6 +510,19 @@ def test_exception_in_run_chunk_gives_error_state():
     assert session.updates_done == 2
 
 
+def test_a_failure_whose_message_runs_over_lines_is_one_line_and_its_traceback_keeps_the_rest():
+    class AdvisingBackend(FakeBackend):
+        def build(self, hparams):
+            raise RuntimeError("RESOURCE_EXHAUSTED: out of memory\nadvice the library goes on with")
+
+    session, rec = make_session(AdvisingBackend(), total_updates=10)
+    session.start()
+    assert session.join(TIMEOUT)
+    assert session.error == "RuntimeError: RESOURCE_EXHAUSTED: out of memory"  # as every other message names one
+    assert rec.kinds("error")[0].message == session.error
+    assert "advice the library goes on with" in rec.kinds("error")[0].data["traceback"]
+
+
 def test_exception_in_build_gives_error_state():
     backend = FakeBackend(fail_in_build=True)
     session, rec = make_session(backend, total_updates=10)

@@ -143,6 +143,42 @@ def test_a_periodic_checkpoint_due_on_the_last_update_is_the_final_one(tmp_path)
     assert json.loads(store.latest().read_bytes())["metadata"]["reason"] == "final"
 
 
+class ClockedBackend(CountingBackend):
+    """Each update takes a second of a fake clock, and each save `write_seconds` of it."""
+
+    def __init__(self, write_seconds: float):
+        super().__init__()
+        self.now, self.write_seconds = 0.0, write_seconds
+
+    def clock(self) -> float:
+        return self.now
+
+    def run_chunk(self, num_updates, hparams):
+        self.now += num_updates
+        return super().run_chunk(num_updates, hparams)
+
+    def encode_checkpoint(self, metadata):
+        self.now += self.write_seconds
+        return super().encode_checkpoint(metadata)
+
+
+@pytest.mark.parametrize(("write_seconds", "total", "expected"), [
+    # the first after 10 s of training, then every minute: a crash costs at most a minute
+    (0.0, 200, [(10, "periodic"), (70, "periodic"), (130, "periodic"), (190, "periodic"), (200, "final")]),
+    # a save that takes 2 s waits 200 s for the next: saving stays within 1% of the run
+    (2.0, 250, [(10, "periodic"), (210, "periodic"), (250, "final")]),
+])
+def test_by_default_a_crash_costs_at_most_a_minute_and_saving_at_most_1_percent(tmp_path, write_seconds, total,
+                                                                                  expected):
+    backend = ClockedBackend(write_seconds)
+    session, _, events = run_session(tmp_path, backend, total, clock=backend.clock)
+    session.start()
+    assert session.join(10)
+    saved = [(e.update, e.data["reason"]) for e in events.events if e.kind == "checkpoint"]
+    assert saved == expected
+    assert all(e.data["seconds"] == write_seconds for e in events.events if e.kind == "checkpoint")
+
+
 def test_periodic_requested_and_final_checkpoints(tmp_path):
     backend = CountingBackend()
     backend.gated = True

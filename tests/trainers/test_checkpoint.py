@@ -1,6 +1,8 @@
 """trainers.checkpoint: state <-> bytes, and rejection of anything that is not a good checkpoint."""
 
+import dataclasses
 import json
+from typing import Any
 
 import jax
 import msgpack
@@ -209,7 +211,7 @@ def test_crafted_metadata_is_refused_in_one_line(trained, metadata_text, message
         (True, "checkpoint is damaged: its format version is True, not a whole number"),
         (1.0, "checkpoint is damaged: its format version is 1.0, not a whole number"),
         (0, "checkpoint is damaged: format version 0 does not exist (versions start at 1)"),
-        (2, "checkpoint format version 2 is newer than this rltui understands (1); upgrade rltui"),
+        (3, "checkpoint format version 3 is newer than this rltui understands (2); upgrade rltui"),
     ],
     ids=["string", "bool", "float", "zero", "newer"],
 )
@@ -241,3 +243,81 @@ def test_checkpoint_with_nan_params_is_detected_and_not_restored(trained):
     with pytest.raises(CheckpointError) as excinfo:
         checkpoint.decode(poisoned, portable)
     assert str(excinfo.value) == checkpoint.NON_FINITE_MESSAGE
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class OwnEnvState:
+    """An env state class JAX knows and flax's serialization does not (as Jumanji's are)."""
+
+    inner: Any
+    time: Any
+
+
+def _with_own_env_state(portable):
+    time = np.arange(np.asarray(portable.obs).shape[0], dtype=np.int32)
+    return portable.replace(env_state=OwnEnvState(inner=portable.env_state, time=time))
+
+
+def test_an_env_state_of_classes_flax_does_not_know_round_trips(trained):
+    _, portable, _ = trained
+    portable = _with_own_env_state(portable)
+    restored, _ = checkpoint.decode(checkpoint.encode(portable, {}), portable)
+    assert isinstance(restored.env_state, OwnEnvState)
+    assert jax.tree.structure(restored) == jax.tree.structure(portable)
+    for a, b in zip(jax.tree.leaves(portable), jax.tree.leaves(restored)):
+        np.testing.assert_array_equal(a, b)
+        assert np.asarray(a).dtype == np.asarray(b).dtype
+
+
+def test_a_state_flax_can_write_keeps_the_format_every_rltui_reads(trained):
+    _, portable, _ = trained
+    assert _outer(checkpoint.encode(portable, {}))["version"] == 1
+    assert _outer(checkpoint.encode(_with_own_env_state(portable), {}))["version"] == checkpoint.VERSION == 2
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda leaves: leaves.pop(str(len(leaves) - 1)), "env_state holds 10 arrays, expected 11 arrays"),
+        (lambda leaves: leaves.update({"0": {"a": np.zeros(2)}}), "env_state holds {'a': "),
+        (lambda leaves: leaves.update({"10": np.zeros(3, np.float64)}),
+         ".env_state.time is float64[3], expected int32[2]"),
+    ],
+    ids=["missing", "not-an-array", "dtype"],
+)
+def test_a_damaged_table_of_env_state_leaves_is_refused_in_one_line(trained, edit, message):
+    from flax import serialization
+
+    _, portable, _ = trained
+    portable = _with_own_env_state(portable)
+    outer = _outer(checkpoint.encode(portable, {}))
+    state = serialization.msgpack_restore(outer["state"])
+    assert len(state["env_state"]["rltui:leaves"]) == len(jax.tree.leaves(portable.env_state)) == 11
+    edit(state["env_state"]["rltui:leaves"])
+    outer["state"] = serialization.msgpack_serialize(state)
+    with pytest.raises(CheckpointError, match="checkpoint (does not fit this trainer|is damaged): ") as excinfo:
+        checkpoint.decode(_resealed(outer), portable)
+    assert message in str(excinfo.value)
+    assert "\n" not in str(excinfo.value)
+
+
+def test_every_checkpoint_rltui_writes_it_reads_back_and_a_larger_one_is_refused_when_written(trained, tmp_path,
+                                                                                               monkeypatch):
+    from rltui.read_limits import read_checkpoint
+
+    _, portable, _ = trained
+    data = checkpoint.encode(portable, {"update": 3})
+    path = tmp_path / "checkpoint.msgpack"
+    path.write_bytes(data)
+    monkeypatch.setattr(checkpoint, "MAX_BYTES", len(data))  # the largest file written is read back
+    assert read_checkpoint(path) == data
+    monkeypatch.setattr(checkpoint, "MAX_BYTES", len(data) - 1)
+    with pytest.raises(CheckpointError, match=r"^the training state is [\d.]+ GiB, more than the [\d.e-]+ GiB a "
+                                              r"checkpoint holds; lower sweep_size, num_seeds, num_envs or "
+                                              r"hidden_sizes$"):
+        checkpoint.encode(portable, {"update": 3})
+    monkeypatch.setattr(checkpoint, "MAX_BYTES", 64)  # refused from the arrays' size, before serializing
+    monkeypatch.setattr(checkpoint.serialization, "msgpack_serialize", None)
+    with pytest.raises(CheckpointError, match="a checkpoint holds"):
+        checkpoint.encode(portable, {"update": 3})

@@ -310,7 +310,7 @@ def test_attach_and_serve_help(tmp_path):
     assert attach.returncode == 0 and "RUN_DIR" in attach.stdout and "detaches" in attach.stdout
     serve = rltui(["serve", "--help"], tmp_path, timeout=30)
     assert serve.returncode == 0
-    for option in ("--host", "--port", "--theme", "127.0.0.1"):
+    for option in ("--host", "--port", "--token", "--no-token", "--theme", "127.0.0.1"):
         assert option in serve.stdout, option
 
 
@@ -357,15 +357,15 @@ def test_serve_offers_the_attached_dashboard_on_localhost(tmp_path):
     run_dir.mkdir()
     with served(run_dir):
         port = _free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "rltui", "serve", str(run_dir), "--port", str(port)],
-                                cwd=tmp_path, env=cli_env(tmp_path / "c"), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([sys.executable, "-m", "rltui", "serve", str(run_dir), "--port", str(port),
+                                 "--token", "t0ken"], cwd=tmp_path, env=cli_env(tmp_path / "c"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             page = None
             deadline = time.monotonic() + 30
             while page is None and time.monotonic() < deadline and proc.poll() is None:
                 try:
-                    page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read().decode()
+                    page = urllib.request.urlopen(f"http://127.0.0.1:{port}/?token=t0ken", timeout=5).read().decode()
                 except OSError:
                     time.sleep(0.2)
             assert page is not None, proc.communicate(timeout=5)
@@ -374,7 +374,8 @@ def test_serve_offers_the_attached_dashboard_on_localhost(tmp_path):
         finally:
             proc.terminate()
             out, err = proc.communicate(timeout=30)
-        assert f"rltui: serving the dashboard of {run_dir}: open http://127.0.0.1:{port} (Ctrl+C stops)" in err
+        opened = f"http://127.0.0.1:{port}/?token=t0ken"
+        assert f"rltui: serving the dashboard of {run_dir}: open {opened} (Ctrl+C stops)" in err
         assert "Traceback" not in err
 
 

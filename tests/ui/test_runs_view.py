@@ -297,6 +297,25 @@ async def test_a_huge_run_loads_in_a_worker(tmp_path):
         assert run.load_seconds < 20 and screen.overlay.seconds < 10
 
 
+async def test_a_line_nested_too_deeply_marks_its_run_damaged(tmp_path):
+    # A line deeper than Python's JSON parser recurses is a damaged line like any other: the
+    # list shows the run, its returns and what is wrong with it, not a traceback.
+    root = tmp_path / "runs"
+    make_run(root / "a", 12)
+    deep = make_run(root / "deep", 12)
+    with open(deep / "metrics.jsonl", "a") as file:
+        file.write("[" * 50_000 + "]" * 50_000 + "\n")
+    app = make_app(root, tmp_path)
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = app.runs_screen
+        await until(pilot, lambda: screen.loaded)
+        rows = table_text(screen)
+        assert rows["deep"][1] == "⚠ deep" and rows["deep"][5:8] == ["1,536", "22", "22"]
+        screen.query_one("DataTable").move_cursor(row=screen.shown.index(screen.rows[deep]))
+        await pilot.pause()
+        assert "1 damaged line in metrics.jsonl" in str(screen.query_one("#runs-status").render())
+
+
 # --- the command -------------------------------------------------------------------------------------
 
 

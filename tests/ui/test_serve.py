@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import queue
+import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -22,6 +26,9 @@ from test_cli import cli_env
 pytest.importorskip("textual_serve")
 
 WEB_DRIVER = "textual.drivers.web_driver:WebDriver"  # what textual-serve sets for each tab's command
+TOKEN = "s3cret-T0ken"  # what `serving` gives serve unless told otherwise
+HANDSHAKE = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+             "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
 
 
 def _free_port() -> int:
@@ -31,38 +38,56 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(tmp_path: Path, *options: str):
-    """`rltui serve` on a fake run, on a free port of 127.0.0.1: yields (port, output),
+def serving(tmp_path: Path, *options: str, token: str | None = TOKEN):
+    """`rltui serve` on a fake run, on a free port of 127.0.0.1, with --token `token` (None:
+    serve's own choice): yields (port, output, url), url the address serve said to open,
     output filled in (stdout + stderr) once serve has stopped."""
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     port = _free_port()
     output: list[str] = []
+    if token is not None:
+        options = ("--token", token, *options)
     with served(run_dir):
         proc = subprocess.Popen([sys.executable, "-m", "rltui", "serve", str(run_dir), "--port", str(port), *options],
                                 cwd=tmp_path, env=cli_env(tmp_path / "c"), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
+        lines: queue.Queue[str | None] = queue.Queue()
+        reader = threading.Thread(target=lambda: [*map(lines.put, proc.stdout), lines.put(None)], daemon=True)
+        reader.start()
+        said: list[str] = []
         try:
             deadline = time.monotonic() + 30
+            while not any("(Ctrl+C stops)" in line for line in said):  # the line that says where to open it
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                assert line is not None, "".join(said)
+                said.append(line)
+            url = re.search(r"open (\S+)", said[-1]).group(1)
             while time.monotonic() < deadline and proc.poll() is None:
                 with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
                     break
                 time.sleep(0.2)
-            assert proc.poll() is None, proc.communicate(timeout=5)
-            yield port, output
+            assert proc.poll() is None, "".join(said)
+            yield port, output, url
         finally:
             proc.terminate()
-            output.append(proc.communicate(timeout=30)[0])
+            proc.wait(timeout=30)
+            reader.join(timeout=30)
+            while (line := lines.get_nowait() if not lines.empty() else None) is not None:
+                said.append(line)
+            output.append("".join(said))
 
 
-def fetch(port: int, path: str = "/", **headers: str) -> str:
+def fetch(port: int, path: str = "/", token: str | None = TOKEN, **headers: str) -> str:
+    if token is not None:
+        path += ("&" if "?" in path else "?") + f"token={token}"
     request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers)
     return urllib.request.urlopen(request, timeout=10).read().decode()
 
 
 def test_a_page_points_at_the_address_its_browser_used(tmp_path):
     # Bound to every address, textual-serve wrote 0.0.0.0 into its pages: nowhere, to a browser.
-    with serving(tmp_path) as (port, output):
+    with serving(tmp_path) as (port, output, _url):
         page = fetch(port, Host="192.0.2.7:9999")  # as a browser on another machine asks
         assert 'href="http://192.0.2.7:9999/static/css/xterm.css"' in page
         assert 'data-session-websocket-url="ws://192.0.2.7:9999/ws"' in page
@@ -70,17 +95,15 @@ def test_a_page_points_at_the_address_its_browser_used(tmp_path):
         local = fetch(port)
         assert f'data-session-websocket-url="ws://127.0.0.1:{port}/ws"' in local
     (out,) = output
-    assert f"open http://127.0.0.1:{port} (Ctrl+C stops)" in out
+    assert f"open http://127.0.0.1:{port}/?token={TOKEN} (Ctrl+C stops)" in out
     assert "GET /" not in out and "Python-urllib" not in out, out  # no line per request
     assert "Serving" not in out and "___" not in out, out  # textual-serve's banner, with the bound address
 
 
 def test_a_page_of_another_site_cannot_drive_the_dashboard(tmp_path):
-    handshake = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
-                 "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
-    with serving(tmp_path) as (port, output):
+    with serving(tmp_path) as (port, output, _url):
         with pytest.raises(urllib.error.HTTPError) as refused:
-            fetch(port, "/ws", Origin="https://elsewhere.example", **handshake)
+            fetch(port, "/ws", Origin="https://elsewhere.example", **HANDSHAKE)
         assert refused.value.code == 403
     assert "refused a connection from a page of another site (https://elsewhere.example)" in output[0]
 
@@ -88,11 +111,9 @@ def test_a_page_of_another_site_cannot_drive_the_dashboard(tmp_path):
 def test_a_name_this_machine_does_not_have_is_refused(tmp_path):
     """DNS rebinding: a site whose name comes to point at this machine sends its own name
     as Host and a matching Origin; the page and the websocket are refused all the same."""
-    handshake = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
-                 "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
-    with serving(tmp_path) as (port, output):
+    with serving(tmp_path) as (port, output, _url):
         rebound = {"Host": f"rebound.example:{port}", "Origin": f"http://rebound.example:{port}"}
-        for path, extra in (("/", {}), ("/ws", handshake)):
+        for path, extra in (("/", {}), ("/ws", HANDSHAKE)):
             with pytest.raises(urllib.error.HTTPError) as refused:
                 fetch(port, path, **rebound, **extra)
             assert refused.value.code == 403
@@ -100,14 +121,69 @@ def test_a_name_this_machine_does_not_have_is_refused(tmp_path):
     assert f"refused a request for another name (rebound.example:{port})" in output[0]
 
 
+async def test_without_the_token_another_user_can_neither_open_nor_steer_the_dashboard(tmp_path):
+    """127.0.0.1 is every local user's: a client without the token printed (another user's
+    websocket sending ["stdin", "p"]) is refused the page, its assets and the websocket."""
+    import aiohttp
+
+    with serving(tmp_path, token=None) as (port, output, url):  # serve's own token
+        assert url.startswith(f"http://127.0.0.1:{port}/?token=")
+        token = parse_qs(urlsplit(url).query)["token"][0]
+        assert len(token) >= 32
+        for path, headers, given in (("/", {}, None), ("/ws", HANDSHAKE, None), ("/static/js/textual.js", {}, None),
+                                     ("/ws", HANDSHAKE, token[:-1]), ("/", {"Cookie": f"rltui-token-{port}=x"}, None)):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                fetch(port, path, token=given, **headers)
+            assert refused.value.code == 403, path
+            assert "needs its token" in refused.value.read().decode()
+        # As a browser: the address printed opens the page, whose cookie opens the rest.
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as browser:
+            async with browser.get(url) as page:
+                assert page.status == 200
+                assert f'data-session-websocket-url="ws://127.0.0.1:{port}/ws"' in await page.text()
+                cookie = page.cookies[f"rltui-token-{port}"]
+                assert cookie["httponly"] and cookie["samesite"] == "Strict"
+            async with browser.get(f"http://127.0.0.1:{port}/static/js/textual.js") as script:
+                assert script.status == 200
+            websocket = await browser.ws_connect(f"ws://127.0.0.1:{port}/ws?width=80&height=24")
+            await websocket.close()
+        # A script may send it in a header instead.
+        assert "data-session-websocket-url" in fetch(port, token=None, Authorization=f"token {token}")
+    assert "refused a request from 127.0.0.1 without the dashboard's token (/ws)" in output[0]
+    assert output[0].count(token) == 1  # said once, in the address to open
+
+
+def test_serve_with_no_token_warns_and_serves_anyone(tmp_path):
+    with serving(tmp_path, "--no-token", token=None) as (port, output, url):
+        assert url == f"http://127.0.0.1:{port}"
+        assert "data-session-websocket-url" in fetch(port, token=None)
+    assert (f"rltui: warning: serving without a token: anyone who can reach 127.0.0.1:{port} (every user of this "
+            "machine included) can steer the run") in output[0]
+
+
+@pytest.mark.parametrize("options, env, said", [
+    (["--token", ""], {}, "rltui: error: --token: expected a token without spaces around it, got ''"),
+    ([], {"RLTUI_SERVE_TOKEN": " x"}, "rltui: error: RLTUI_SERVE_TOKEN: expected a token without spaces around it"),
+    (["--token", "x", "--no-token"], {}, "rltui serve: error: argument --no-token: not allowed with argument --token"),
+])
+def test_serve_refuses_a_token_that_is_none(tmp_path, options, env, said):
+    from test_cli import rltui
+
+    result = rltui(["serve", str(tmp_path), *options], tmp_path, timeout=60, **env)
+    assert result.returncode == 2
+    assert said in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_serve_with_a_public_url_points_every_page_at_it_and_verbose_logs_requests(tmp_path):
-    with serving(tmp_path, "--public-url", "https://runs.example/rltui/", "--verbose") as (port, output):
+    with serving(tmp_path, "--public-url", "https://runs.example/rltui/", "--verbose") as (port, output, _url):
         page = fetch(port)
         assert 'href="https://runs.example/rltui/static/css/xterm.css"' in page
         assert 'data-session-websocket-url="wss://runs.example/rltui/ws"' in page
     (out,) = output
-    assert "open https://runs.example/rltui (Ctrl+C stops)" in out
-    assert '"GET / HTTP/1.1" 200' in out  # --verbose: the access log
+    assert f"open https://runs.example/rltui/?token={TOKEN} (Ctrl+C stops)" in out
+    assert re.search(r'"GET /\?token=\[secret\] HTTP/1.1"\s+200', out), out  # --verbose: the access log, no token
+    assert out.count(TOKEN) == 1  # said once, in the address to open
 
 
 def test_serve_refuses_a_public_url_that_is_not_one(tmp_path):

@@ -4,7 +4,9 @@ end to end against the real trainer."""
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 import time
 from pathlib import Path
 
@@ -644,9 +646,14 @@ async def test_screenshot_key_saves_an_svg_into_the_run_directory(tmp_path):
         await until(pilot, lambda: "update 7/" in progress_text(app))
         await pilot.press("x")
 
-    await run_scenario(fake, tmp_path, scenario)
+    mask = os.umask(0o022)  # most users': files others may read
+    try:
+        await run_scenario(fake, tmp_path, scenario)
+    finally:
+        os.umask(mask)
     (svg,) = tmp_path.glob("screenshot-u000007-*.svg")
     assert svg.read_text().startswith("<svg")
+    assert stat.S_IMODE(svg.stat().st_mode) == 0o600  # a file of the run's: its owner's only
 
 
 async def test_help_screen_and_command_palette_list_every_action(tmp_path):

@@ -74,12 +74,12 @@ def make(name: str, episode_length: int = EPISODE_LENGTH, **kwargs: Any) -> tupl
     envs = _brax_envs()
     from brax.envs.wrappers.training import EpisodeWrapper
 
-    from trainers.env_import import EnvImportError, EnvRef, _one_line, describe_call
+    from trainers.env_import import EnvImportError, EnvRef, describe_call, one_line
 
     try:
         env = EpisodeWrapper(envs.get_environment(name, **kwargs), int(episode_length), 1)
     except Exception as err:  # noqa: BLE001 - a backend or keyword the env rejects
         call = describe_call(EnvRef(f"brax:{name}", dict(kwargs, episode_length=episode_length)))
-        raise EnvImportError(f"env: {call} raised {_one_line(err)}") from None
+        raise EnvImportError(f"env: {call} raised {one_line(err)}") from None
     made = BraxEnv(env, int(episode_length))
     return made, made.default_params

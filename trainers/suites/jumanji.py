@@ -102,12 +102,12 @@ class JumanjiEnv:
 def make(name: str, **kwargs: Any) -> tuple[JumanjiEnv, JumanjiParams]:
     import jumanji
 
-    from trainers.env_import import EnvRef, _one_line, describe_call
+    from trainers.env_import import EnvRef, describe_call, one_line
 
     try:
         made = jumanji.make(name, **kwargs)
     except Exception as err:  # noqa: BLE001 - an env may fetch data or reject its arguments
         call = describe_call(EnvRef(f"jumanji:{name}", kwargs))
-        raise EnvImportError(f"env: {call} raised {_one_line(err)}") from None
+        raise EnvImportError(f"env: {call} raised {one_line(err)}") from None
     env = JumanjiEnv(made, f"jumanji:{name}")
     return env, env.default_params

@@ -29,6 +29,7 @@ from rltui.runs_view.loading import LoadedRun, RunCache
 from rltui.runs_view.rows import SORT_KEYS, RunRow, differences, matches, row_of, sort_rows
 from rltui.ui.format import fmt_count, fmt_duration
 from rltui.ui.screens.curves import CurvesScreen
+from rltui.ui.terminal import EndsWithItsTerminal
 from rltui.ui.widgets.runs_chart import CurveControls, RunsChart
 
 COLUMNS = ("", "run", "env", "algo", "state", "env steps", "latest", "best", "wall", "started",
@@ -373,7 +374,7 @@ class RunsScreen(Screen):
             event.stop()
 
 
-class RunsApp(App):
+class RunsApp(EndsWithItsTerminal, App):
     """`rltui runs`: exits with an rltui.runs_view.command.AttachRequest when Enter is
     pressed on a live run (the command then attaches), else with None."""
 

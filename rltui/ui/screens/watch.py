@@ -28,6 +28,7 @@ from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from rltui.render import Size, too_small
+from rltui.ui.terminal import EndsWithItsTerminal
 
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)  # frames per second
 LIVE_SPEED = 15.0  # the dashboard's view starts at this speed (- slows it, leaving training more CPU)
@@ -331,7 +332,7 @@ class WatchScreen(Screen):
             self.app.exit()
 
 
-class WatchApp(App):
+class WatchApp(EndsWithItsTerminal, App):
     """`rltui watch`: the watch view on its own."""
 
     TITLE = "rltui watch"

@@ -1,0 +1,89 @@
+"""What checkpoints cost: the time a save holds training up (the state fetched from the
+device, encoded, checksummed, written and fsynced), and the share of wall time that gives
+at the default cadence (`checkpoint_minutes` = 1: one save a minute, the first after 10 s).
+
+Each case is a headless run of CartPole-v1 (`rltui launch --no-ui`, defaults otherwise) in
+a process of its own, saving every few seconds (`checkpoint_minutes` = 0.05) so that a short
+run gives several samples, stopped with SIGTERM after --seconds of training. Each save's own
+duration is the `seconds` of its `checkpoint` event in events.jsonl. Printed per case: the
+median save, the share of the run's training time spent saving at that sampling cadence, and
+the share at the default cadence (median save / 60 s; the first minute holds two saves, so
+its share is twice that, over 70 s).
+
+    python benchmarks/checkpoint_cost.py [--seconds 20] [--cases 4 4096 sweep64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rltui.export import read_jsonl
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_INTERVAL = 60.0  # seconds between saves at the default cadence
+SAMPLE_MINUTES = 0.05  # every 3 s, for samples
+
+CASES = {
+    "4": ["--set", "num_envs=4"],
+    "4096": ["--set", "num_envs=4096"],
+    "sweep64": ["--set", "num_envs=4", "--sweep", "lr=loguniform(1e-4,1e-2)", "--sweep-size", "64"],
+}
+
+
+def run_case(work: Path, name: str, seconds: float) -> dict:
+    run_dir = work / name
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO))
+    args = [sys.executable, "-m", "rltui", "launch", "--no-ui", "--run-dir", str(run_dir), *CASES[name],
+            "--set", "total_timesteps=10000000000", "--set", f"checkpoint_minutes={SAMPLE_MINUTES}"]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        while not read_jsonl(run_dir / "metrics.jsonl", []):  # the compile is not part of the run's time
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name}: the run ended before training: {proc.stderr.read().decode()[-2000:]}")
+            time.sleep(0.2)
+        time.sleep(seconds)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    records = read_jsonl(run_dir / "metrics.jsonl", [])
+    training = records[-1]["wall_time"] - records[0]["wall_time"]
+    saves = [e for e in read_jsonl(run_dir / "events.jsonl", []) if e["kind"] == "checkpoint"]
+    periodic = [e["data"]["seconds"] for e in saves if e["data"].get("reason") == "periodic"]
+    if not periodic:
+        raise RuntimeError(f"{name}: no periodic checkpoint in {training:.1f} s; use more --seconds")
+    size = max(p.stat().st_size for p in (run_dir / "checkpoints").glob("checkpoint-*.msgpack"))
+    return {"saves": len(periodic), "median": statistics.median(periodic), "max": max(periodic),
+            "share": sum(periodic) / training, "training": training, "bytes": size,
+            "env_steps": records[-1]["env_steps"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=20.0, help="training seconds per case")
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.cases:
+            r = run_case(Path(tmp), name, args.seconds)
+            label = "64 members x 4 envs" if name == "sweep64" else f"{name} envs"
+            print(f"{label:>20}: checkpoint {r['bytes'] / 1e6:.2f} MB; save median {r['median'] * 1e3:.1f} ms "
+                  f"(max {r['max'] * 1e3:.1f}, {r['saves']} saves in {r['training']:.1f} s); share every "
+                  f"{SAMPLE_MINUTES * 60:.0f} s {r['share']:.2%}; at the default cadence "
+                  f"{r['median'] / DEFAULT_INTERVAL:.3%}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
