@@ -308,12 +308,13 @@ def check_agents_fit(config: RunConfig, devices: list) -> None:
     """A run (one agent, or many: seeds, members) is refused before anything is built,
     compiled or written, in one line, when its estimated memory exceeds what the devices
     have free (UsageError): a network too wide, a batch too large, a resumed checkpoint's."""
-    from rltui.population.memory import check_population_fits
+    from rltui.population.memory import check_checkpoint_fits, check_population_fits
     from trainers.envs import make_env
 
     static = config.static_config()
-    check_population_fits(static, make_env(static.env_id), devices,
-                          eval_episodes=config.eval_episodes if config.eval_every_updates else 0)
+    spec = make_env(static.env_id)
+    check_checkpoint_fits(static, spec)
+    check_population_fits(static, spec, devices, eval_episodes=config.eval_episodes if config.eval_every_updates else 0)
 
 
 def make_population(config: RunConfig, base):

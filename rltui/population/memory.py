@@ -177,6 +177,28 @@ def check_population_fits(
             )
 
 
+def checkpoint_bytes(static: Any, spec: Any) -> int:
+    """About the size of the run's checkpoint file: every agent's parameters and Adam's two
+    moments, and each of its envs' state, observation and (recurrent networks) hidden state."""
+    params, env_bytes, recurrent = _shapes(static, spec)
+    hidden = static.hidden_sizes[0] if recurrent else 0
+    per_agent = 3 * params * FLOAT + static.num_envs * (env_bytes + (spec.obs_size + hidden) * FLOAT)
+    return static.num_members * static.num_seeds * per_agent
+
+
+def check_checkpoint_fits(static: Any, spec: Any) -> None:
+    """UsageError (one line, exit 2) for a run whose checkpoints would be larger than rltui
+    writes (and so reads back): refused at launch, not at its first save."""
+    from trainers.checkpoint import MAX_BYTES
+
+    size = checkpoint_bytes(static, spec)
+    if size > MAX_BYTES:
+        keys = [*(["sweep_size"] if static.num_members > 1 else []), *(["num_seeds"] if static.num_seeds > 1 else []),
+                "num_envs", "hidden_sizes"]
+        raise UsageError(f"this run's checkpoints would be about {_gib(size)} GiB, more than the "
+                         f"{_gib(MAX_BYTES)} GiB rltui writes and reads back; lower {_either(keys)}")
+
+
 def _largest_part(static: Any, footprint: AgentFootprint, devices: int) -> tuple[str, list[str]]:
     """What needs the most memory on one device, in words, and the keys that shrink it."""
     widths = f"hidden_sizes {list(static.hidden_sizes)}"

@@ -151,3 +151,26 @@ def test_the_python_api_refuses_a_network_too_large_before_anything_is_written(t
     with pytest.raises(rltui.ApiError, match=r"^this run needs about .*; lower num_envs, num_steps or hidden_sizes$"):
         rltui.train(env="CartPole-v1", hidden_sizes=[1000000000], run_dir=tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_run_whose_checkpoints_rltui_could_not_read_back_is_refused_at_launch(tmp_path, monkeypatch):
+    from test_sweep import FakeDevice
+
+    from rltui.launch import check_agents_fit
+    from rltui.population.memory import checkpoint_bytes
+    from trainers import checkpoint
+    from trainers.envs import make_env
+
+    config = build_config({}, parse_overrides([*SMALL, "num_seeds=3"]), use_preset=False)
+    static = config.static_config()
+    written = write_checkpoint(tmp_path / "c.msgpack", [*SMALL, "num_seeds=3"], [*SMALL, "num_seeds=3"]).stat().st_size
+    estimate = checkpoint_bytes(static, make_env(static.env_id))
+    assert written * 0.8 < estimate <= written  # the arrays, without the file's few bytes of metadata
+    monkeypatch.setattr(checkpoint, "MAX_BYTES", estimate)
+    check_agents_fit(config, [FakeDevice()])  # fits, just
+    monkeypatch.setattr(checkpoint, "MAX_BYTES", estimate - 1)
+    with pytest.raises(UsageError) as caught:
+        check_agents_fit(config, [FakeDevice()])
+    assert caught.value.exit_code == 2
+    assert re.fullmatch(r"this run's checkpoints would be about [\d.]+ GiB, more than the [\d.e-]+ GiB rltui writes "
+                        r"and reads back; lower num_seeds, num_envs or hidden_sizes", str(caught.value)), caught.value

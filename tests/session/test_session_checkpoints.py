@@ -3,6 +3,7 @@
 import errno
 import json
 import math
+import re
 import threading
 from pathlib import Path
 
@@ -438,3 +439,28 @@ def test_a_later_successful_save_clears_the_failure(tmp_path, monkeypatch):
     assert session.join(10)
     assert session.checkpoint_failure is None
     assert store.latest().name == "checkpoint-000000010.msgpack"
+
+
+def test_a_state_too_large_to_checkpoint_is_a_warning_and_training_goes_on(tmp_path, monkeypatch):
+    from trainers import checkpoint
+
+    backend = CountingBackend()
+    session, store, events = run_session(tmp_path, backend, 12, checkpoint_policy=CheckpointPolicy(every_updates=4))
+    encode, calls = backend.encode_checkpoint, []
+
+    def grown_too_large(metadata):
+        calls.append(1)
+        if len(calls) == 2:
+            raise checkpoint.CheckpointError(checkpoint.too_large_message(5 << 30))
+        return encode(metadata)
+
+    monkeypatch.setattr(backend, "encode_checkpoint", grown_too_large)
+    session.start()
+    assert session.join(10)
+    assert session.state is SessionState.FINISHED and session.updates_done == 12
+    warnings = [e.message for e in events.events if e.kind == "warning"]
+    assert len(warnings) == 1 and re.fullmatch(
+        r"checkpoint of update \d+ failed \(the training state is 5.0 GiB, more than the 4 GiB a checkpoint holds; "
+        r"lower sweep_size, num_seeds, num_envs or hidden_sizes\); the latest checkpoint on disk is "
+        r"checkpoint-\d{9}\.msgpack \(update \d+\)", warnings[0]), warnings
+    assert store.latest().name == "checkpoint-000000012.msgpack"
