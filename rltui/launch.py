@@ -313,8 +313,9 @@ def check_agents_fit(config: RunConfig, devices: list) -> None:
 
     static = config.static_config()
     spec = make_env(static.env_id)
-    check_checkpoint_fits(static, spec)
+    # Memory first: a run that cannot train is told so, not that its checkpoints would be large.
     check_population_fits(static, spec, devices, eval_episodes=config.eval_episodes if config.eval_every_updates else 0)
+    check_checkpoint_fits(static, spec)
 
 
 def make_population(config: RunConfig, base):

@@ -12,7 +12,6 @@ import dataclasses
 from rltui.read_limits import ReadLimitError, read_checkpoint
 from rltui.session.backend import NonFiniteState
 from rltui.session.checkpoints import checkpoint_metadata, checkpoint_update
-from trainers.checkpoint import CheckpointError
 from trainers.env_import import one_line
 
 
@@ -59,6 +58,8 @@ class CheckpointSteps:
             # Losses or gradients went non-finite: even finite params may be ruined.
             self._event("warning", "checkpoint refused: training diverged; earlier checkpoints kept")
             return
+        from trainers.checkpoint import CheckpointError  # here: importing the session must not load JAX
+
         started = self._clock()
         metadata = self._metadata(reason)
         try:

@@ -11,7 +11,6 @@ import math
 
 from rltui.session.backend import NonFiniteState
 from rltui.session.evaluation import EvalResult, EvaluationPolicy
-from trainers.checkpoint import CheckpointError
 
 
 class EvaluationSteps:
@@ -54,6 +53,8 @@ class EvaluationSteps:
     def _save_best(self, result: EvalResult) -> None:
         if self._checkpoints is None or not hasattr(self._checkpoints, "save_best"):
             return
+        from trainers.checkpoint import CheckpointError  # here: importing the session must not load JAX
+
         metadata = self._metadata("best")
         metadata["eval_return"] = result.mean
         metadata["eval_return_std"] = result.std
