@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rltui.export import read_jsonl
+from rltui.runfiles.reader import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_INTERVAL = 60.0  # seconds between saves at the default cadence

@@ -100,7 +100,7 @@ def thread_cpu(thread: threading.Thread) -> float:
 
 def first_reply_seconds(path: str, limit: float = 300.0) -> float:
     """Seconds until a new client, connecting as rltui's clients do, reads the greeting."""
-    from rltui.session.remote import connect_retrying
+    from rltui.control.remote import connect_retrying
 
     start = time.monotonic()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -128,8 +128,8 @@ def main() -> None:
         load_process(args.load[0], int(args.load[1]), args.load[2])
         return
 
-    from rltui import runtime
-    from rltui.config import RunConfig
+    from rltui.config.build import RunConfig
+    from rltui.infra import runtime
 
     config = RunConfig(total_timesteps=10**10)  # never finishes during the measurement
     runtime.configure_jax(host_devices=config.devices, compile_cache=True)
@@ -137,10 +137,10 @@ def main() -> None:
     import jax
     from rich.console import Console
 
+    from rltui.control.server import ControlServer
     from rltui.headless import ProgressListener
     from rltui.session import TrainingSession
     from rltui.session.backend import JaxBackend
-    from rltui.session.control_server import ControlServer
 
     print(f"jax {jax.__version__}, {jax.devices()[0].platform}, {os.cpu_count()} cores, XLA CPU worker threads "
           f"{cpus}; CartPole-v1, {config.num_envs} envs x {config.num_steps} steps; load of {args.threads} threads")

@@ -147,8 +147,8 @@ def main() -> None:
     parser.add_argument("--presses", type=int, default=20, help="key presses of each kind for (b)")
     args = parser.parse_args()
 
-    from rltui import runtime
-    from rltui.config import RunConfig
+    from rltui.config.build import RunConfig
+    from rltui.infra import runtime
 
     config = RunConfig(total_timesteps=10**10)  # never finishes during the measurement
     runtime.configure_jax(host_devices=config.devices, compile_cache=True)

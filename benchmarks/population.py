@@ -7,7 +7,7 @@ then one member again, so the ratio compares neighbours in time on a shared mach
   total SPS     env steps per second over every agent (members x seeds x envs)
   per agent     total SPS / agents
   peak RSS      the process's peak resident memory (compile included)
-  estimate      rltui.population.memory's estimate for the population (what launch checks)
+  estimate      rltui.config.memory's estimate for the population (what launch checks)
 
 Compile excluded; each figure the median of --repeats timed chunks of --updates updates.
 
@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def measure(num_envs: int, members: int, updates: int, repeats: int) -> dict:
-    from rltui import runtime
-    from rltui.config import build_config
+    from rltui.config.build import build_config
+    from rltui.infra import runtime
 
     sweep = {"lr": [float(x) for x in (2.5e-4 * 1.1 ** i for i in range(members))]} if members > 1 else {}
     config = build_config({"num_envs": num_envs, "sweep": sweep})
@@ -40,8 +40,8 @@ def measure(num_envs: int, members: int, updates: int, repeats: int) -> dict:
     import jax
     import numpy as np
 
-    from rltui.launch import make_population
-    from rltui.population.memory import estimate_agent_bytes
+    from rltui.commands.launch import make_population
+    from rltui.config.memory import estimate_agent_bytes
     from trainers.envs import make_env
     from trainers.parallel import build
 

@@ -112,7 +112,7 @@ def figure(value: float) -> str:
 def measured_envs(algo: str) -> list[str]:
     """The results table's envs: every env with a preset, then every env measured on its
     family's settings alone (a family `result` record), in trainers/envs.py's order."""
-    from rltui import presets
+    from rltui.config import presets
     from trainers.envs import SUPPORTED_ENVS
 
     family_measured = [env for env in SUPPORTED_ENVS
@@ -133,9 +133,9 @@ def main(argv=None) -> None:
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
     args = parser.parse_args(argv)
 
-    from rltui import presets
-    from rltui.config import build_config
-    from rltui.config_toml import parse_overrides
+    from rltui.config import presets
+    from rltui.config.build import build_config
+    from rltui.config.toml_text import parse_overrides
     from trainers.envs import make_env
 
     envs = args.envs or measured_envs(args.algo)

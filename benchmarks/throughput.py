@@ -95,8 +95,8 @@ def main() -> None:
                 sys.exit(1)
         return
 
-    from rltui import runtime
-    from rltui.config import RunConfig
+    from rltui.config.build import RunConfig
+    from rltui.infra import runtime
 
     runtime.configure_jax(host_devices=args.devices, compile_cache=False)
     launch_config = RunConfig(num_envs=args.envs[0], num_steps=args.steps, devices=args.devices,
@@ -315,8 +315,8 @@ def measure_one(args) -> None:
     """One side of the table at one env count, in this process; prints a RESULT line."""
     import statistics
 
-    from rltui import runtime
-    from rltui.config import RunConfig
+    from rltui.config.build import RunConfig
+    from rltui.infra import runtime
 
     num_envs = args.envs[0]
     if args.measure == "plain-reference":  # as a single-file trainer runs: XLA's defaults

@@ -40,8 +40,8 @@ REFERENCE_KEYS = ("env", "algo", "network", "hidden_sizes", "seed", "total_times
 PROBE = """
 import json, time
 t = [time.perf_counter()]
-import rltui.cli, rltui.launch  # what runs before JAX is configured
-from rltui import deferred_imports
+import rltui.cli, rltui.commands.launch  # what runs before JAX is configured
+from rltui.infra import deferred_imports
 deferred_imports.install()  # as configure_jax does
 t.append(time.perf_counter())
 import jax
@@ -59,8 +59,8 @@ print(json.dumps(dict(rltui_cli=t[1] - t[0], jax=t[2] - t[1], backend_start=t[3]
 
 def run_rltui(cache: Path, runs: Path, sets: list[str]) -> dict:
     # imported here, so that the reference's process imports nothing of rltui's
-    from rltui.config import build_config
-    from rltui.config_toml import load_toml
+    from rltui.config.build import build_config
+    from rltui.config.toml_text import load_toml
 
     run_dir = Path(tempfile.mkdtemp(dir=runs)) / "run"
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}

@@ -33,8 +33,8 @@ def main() -> None:
     parser.add_argument("--env", default="CartPole-v1")
     args = parser.parse_args()
 
-    from rltui import runtime
-    from rltui.config import build_config
+    from rltui.config.build import build_config
+    from rltui.infra import runtime
 
     config = build_config({"env": args.env, "total_timesteps": 10**10, "checkpoint_minutes": 0})
     runtime.configure_jax(host_devices=config.devices, compile_cache=True)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rltui.config import ConfigError, RunConfig, build_config
+from rltui.config.build import ConfigError, RunConfig, build_config
 from rltui.errors import UsageError
 from rltui.session.controller import SessionListener
 
@@ -116,8 +116,8 @@ def _resume_plan(resume: str | Path, env: Any, config: RunConfig | None, run_dir
     import types
 
     from rltui.errors import LaunchError
-    from rltui.resume import load_verified_checkpoint, resume_target, resumed_config
-    from rltui.rundir import check_not_in_use
+    from rltui.runfiles.resume import load_verified_checkpoint, resume_target, resumed_config
+    from rltui.runfiles.rundir import check_not_in_use
     from trainers.env_import import is_object_id
 
     if config is not None:
@@ -184,27 +184,27 @@ def train(
             warnings.warn(NO_TERMINAL, RuntimeWarning, stacklevel=2)
             ui = False
 
-    from rltui import runtime
-    from rltui.check_env import preflight
+    from rltui.commands.check_env import preflight
+    from rltui.infra import runtime
     from trainers.envs import is_builtin
 
     runtime.configure_jax(host_devices=config.devices, compile_cache=True)
     try:
         devices = runtime.select_devices(config.devices)
-        from rltui.config import check_devices
+        from rltui.config.build import check_devices
 
         check_devices(config, len(devices))
         if not is_builtin(config.env):
             preflight(config.static_config().env_id, config.network)
-        from rltui.launch import check_agents_fit
+        from rltui.commands.launch import check_agents_fit
 
         check_agents_fit(config, devices)
     except (ConfigError, UsageError, ValueError) as err:
         raise ApiError(str(err)) from None
 
-    from rltui.launch import build_session, start_control_server
-    from rltui.resume import apply_resume, prepare_resume
-    from rltui.rundir import prepare_run_dir
+    from rltui.commands.launch import build_session, start_control_server
+    from rltui.runfiles.resume import apply_resume, prepare_resume
+    from rltui.runfiles.rundir import prepare_run_dir
 
     prepared = None
     try:
@@ -277,7 +277,7 @@ class _Records(SessionListener):
         self.latest_return: float | None = None
 
     def load(self, path: Path) -> None:
-        from rltui.read_limits import read_lines
+        from rltui.infra.read_limits import read_lines
         from trainers.json_text import loads
 
         try:
@@ -309,7 +309,7 @@ def _result(config: RunConfig, directory: Path, session, records: _Records) -> T
     state = session.backend.train_state
     if state is not None:
         params = jax.tree.map(lambda x: jax.device_get(x)[0], state.params)  # the device axis dropped
-    from rltui.runs_view.discovery import state_of
+    from rltui.runfiles.discovery import state_of
 
     ended = state_of(records.events, live=False)
     error = None

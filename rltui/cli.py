@@ -10,9 +10,10 @@ import signal
 import sys
 from pathlib import Path
 
-from rltui import __version__, deferred_imports
-from rltui.config import KEYS, RunConfig, check_run_name
+from rltui import __version__
+from rltui.config.build import KEYS, RunConfig, check_run_name
 from rltui.errors import ExitCode, UsageError, as_rltui_error, report
+from rltui.infra import deferred_imports
 from trainers.keys import quote
 
 
@@ -148,9 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check_env.add_argument("--algo", default="ppo", choices=("ppo", "reinforce"), help="algorithm (default ppo)")
 
-    from rltui import attach, compare, export
-    from rltui.runs_view import command as runs_command
-
+    from rltui.commands import attach, compare
+    from rltui.commands import runs as runs_command
+    from rltui.runfiles import reader as export
     attach.add_parsers(sub)
     export.add_parser(sub)
     compare.add_parser(sub)
@@ -181,8 +182,7 @@ def sweep_overrides(sweeps: list[str], sweep_size: str | None) -> list[str]:
 
 
 def cmd_launch(args: argparse.Namespace, argv: list[str]) -> int:
-    from rltui import multiprocess
-
+    from rltui.commands import multiprocess
     args.overrides = [*args.overrides, *sweep_overrides(args.sweeps, args.sweep_size)]
     try:
         if args.name is not None:
@@ -192,13 +192,13 @@ def cmd_launch(args: argparse.Namespace, argv: list[str]) -> int:
         raise UsageError(str(err)) from None
     if spec is not None and not multiprocess.is_supervised():
         return multiprocess.supervise(spec, argv)
-    from rltui.launch import launch
+    from rltui.commands.launch import launch
 
     return launch(args, spec)
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
-    from rltui import presets
+    from rltui.config import presets
     from trainers.envs import SUPPORTED_ENVS, make_env
 
     print(f"{'env':<26} {'observation':<14} {'actions':<32} {'family':<11} settings (ppo)")
@@ -292,28 +292,26 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: l
     if args.command == "envs":
         return cmd_envs(args)
     if args.command == "check-env":
-        from rltui.check_env import cmd_check_env
+        from rltui.commands.check_env import cmd_check_env
 
         return cmd_check_env(args)
     if args.command in ("attach", "serve"):
-        from rltui import attach
-
+        from rltui.commands import attach
         return attach.cmd_attach(args) if args.command == "attach" else attach.cmd_serve(args)
     if args.command == "watch":
-        from rltui.watch.command import cmd_watch
+        from rltui.commands.watch import cmd_watch
 
         return cmd_watch(args)
     if args.command in ("eval", "info"):
-        from rltui import inspect_checkpoint
-
+        from rltui.commands import info as inspect_checkpoint
         return inspect_checkpoint.cmd_eval(args) if args.command == "eval" else inspect_checkpoint.cmd_info(args)
     if args.command == "runs":
-        from rltui.runs_view.command import cmd_runs
+        from rltui.commands.runs import cmd_runs
 
         return cmd_runs(args)
     if args.command in ("export", "compare"):
-        from rltui import compare, export
-
+        from rltui.commands import compare
+        from rltui.runfiles import reader as export
         return export.cmd_export(args) if args.command == "export" else compare.cmd_compare(args)
     parser.print_help()
     return ExitCode.USAGE
@@ -338,7 +336,7 @@ def entry() -> None:
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl+C must not cut the cleanup short
         code = ExitCode.INTERRUPTED
-        from rltui.rundir import discard_unstarted_runs
+        from rltui.runfiles.rundir import discard_unstarted_runs
 
         removed = discard_unstarted_runs()
         note = f"; nothing was trained, so {', '.join(map(str, removed))} was removed" if removed else ""

@@ -22,7 +22,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.text import Text
 
 from rltui.errors import ExitCode
-from rltui.run_summary import (
+from rltui.runfiles.summary import (
     _fmt_eta,
     checkpoint_failure_line,
     continue_line,

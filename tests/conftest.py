@@ -1,5 +1,5 @@
-"""Shared by the whole suite, laid out like the code: tests/trainers, tests/session,
-tests/ui and tests/cli. The shared helpers (helpers.py, fakes.py, control_client.py) live
+"""Shared by the whole suite, laid out like the code: tests/trainers, tests/config,
+tests/session, tests/control, tests/ui and tests/cli. The shared helpers (helpers.py, fakes.py, control_client.py) live
 here at the top; test modules that lend each other setup (test_cli's `rltui` runner, for
 one) are importable from every folder."""
 
@@ -11,6 +11,6 @@ from pathlib import Path
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 _TESTS = Path(__file__).resolve().parent
-for _folder in ("trainers", "session", "ui", "cli"):
+for _folder in ("trainers", "config", "session", "control", "ui", "cli"):
     if str(_TESTS / _folder) not in sys.path:
         sys.path.insert(0, str(_TESTS / _folder))

@@ -8,8 +8,8 @@ import socket
 import time
 from pathlib import Path
 
-from rltui.session.control_server import ControlServer
-from rltui.session.remote import connect_retrying
+from rltui.control.remote import connect_retrying
+from rltui.control.server import ControlServer
 
 from fakes import FakeSession
 

@@ -46,7 +46,7 @@ _LEAVES = "rltui:leaves"
 _SERIALIZABLE = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, type(None))
 
 
-# The largest checkpoint file rltui writes, and so the largest it reads (rltui.read_limits):
+# The largest checkpoint file rltui writes, and so the largest it reads (rltui.infra.read_limits):
 # msgpack's binary field holds under 4 GiB, and a state that would not fit is refused when
 # it is written, not found unreadable after a crash.
 MAX_BYTES = 4 << 30

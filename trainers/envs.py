@@ -23,7 +23,7 @@ MASKED_ENVS: dict[str, tuple[str, tuple[int, ...]]] = {"CartPole-v1-pomdp": ("Ca
 SUPPORTED_ENVS: tuple[str, ...] = CLASSIC_CONTROL + MINATAR + BSUITE + MISC + tuple(MASKED_ENVS)
 # Flattened observation size of each, known without building the env: building one starts
 # JAX's backend, and the launcher sizes XLA's thread pool from these before that
-# (`rltui.runtime.resolve_cpu_threads`). A test keeps them equal to `make_env`'s.
+# (`rltui.infra.runtime.resolve_cpu_threads`). A test keeps them equal to `make_env`'s.
 OBS_SIZES: dict[str, int] = {
     "CartPole-v1": 4, "Acrobot-v1": 6, "MountainCar-v0": 2, "Pendulum-v1": 3, "MountainCarContinuous-v0": 2,
     "Asterix-MinAtar": 400, "Breakout-MinAtar": 400, "Freeway-MinAtar": 700, "SpaceInvaders-MinAtar": 600,

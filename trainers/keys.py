@@ -4,7 +4,7 @@ what it means, and how the trainer receives it.
 A `Key` is the single declaration of one setting. The trainer's types (`StaticConfig`,
 `DynamicHParams`), the run configuration, the validators, the live-editable and resumable
 sets, the editor's fields and the configuration reference are all derived from the tables
-of keys (`trainers.hparams` declares the trainer's, `rltui.config` the run's).
+of keys (`trainers.hparams` declares the trainer's, `rltui.config.build` the run's).
 
 Plain Python and NumPy, so that validation runs before JAX starts.
 """

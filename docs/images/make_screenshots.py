@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, "tests")
 
-from rltui.config import RunConfig
+from rltui.config.build import RunConfig
 from rltui.ui.app import DashboardApp
 
 from fakes import FakeSession, fixed_device_stats

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from rltui.config import ConfigError
-from rltui.export import MEMBERS, member_tag, population_shape
+from rltui.config.build import ConfigError
+from rltui.runfiles.reader import MEMBERS, member_tag, population_shape
 from rltui.session.controller import SessionListener
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.metrics import MetricsSnapshot

@@ -27,9 +27,9 @@ from tensorboardX.record_writer import masked_crc32c
 from tensorboardX.summary import hparams as hparams_summaries
 from tensorboardX.summary import text as text_summary
 
-from rltui import read_limits
+from rltui.infra import read_limits
+from rltui.infra.owner_only import mkdir_private, open_private
 from rltui.loggers import event_text, scalars
-from rltui.owner_only import mkdir_private, open_private
 
 EVENTS_TAG = "events"  # the text of the session's events, at the step each happened
 CONFIG_TAG = "config"  # the run's configuration (TOML) at step 0

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rltui.infra.owner_only import mkdir_private, open_private
+from rltui.infra.read_limits import NOTE_BYTES, read_text
 from rltui.loggers import START_TIMEOUT, event_text, scalars
-from rltui.owner_only import mkdir_private, open_private
-from rltui.read_limits import NOTE_BYTES, read_text
 
 ID_FILE = "wandb-run-id"
 WANDB_DIR = "wandb"  # where wandb writes its own files, in the run directory

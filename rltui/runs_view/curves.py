@@ -10,10 +10,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rltui.compare import FINAL_WINDOW, _show, group_by, member_value
-from rltui.export import member_tag
-from rltui.runs_view.loading import LoadedRun
-from rltui.statistics import STATISTICS, band, ema, mean
+from rltui.commands.compare import FINAL_WINDOW, _show, group_by, member_value
+from rltui.runfiles.loading import LoadedRun
+from rltui.runfiles.reader import member_tag
+from rltui.runfiles.statistics import STATISTICS, band, ema, mean
 
 X_AXES = ("steps", "time")
 SMOOTHING = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)  # the EMA weights `w` steps through; 0 is off

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from rltui.compare import _show, config_differences
-from rltui.export import member_tag
-from rltui.runs_view.discovery import STATES, RunState
-from rltui.runs_view.loading import LoadedRun
+from rltui.commands.compare import _show, config_differences
+from rltui.runfiles.discovery import STATES, RunState
+from rltui.runfiles.loading import LoadedRun
+from rltui.runfiles.reader import member_tag
 
 RETURN = "episode_return"
 

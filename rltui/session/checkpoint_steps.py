@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rltui.read_limits import ReadLimitError, read_checkpoint
+from rltui.infra.read_limits import ReadLimitError, read_checkpoint
 from rltui.session.backend import NonFiniteState
 from rltui.session.checkpoints import checkpoint_metadata, checkpoint_update
 from trainers.env_import import one_line

@@ -14,7 +14,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from rltui.owner_only import mkdir_private
+from rltui.infra.owner_only import mkdir_private
 
 CHECKPOINT_DIR = "checkpoints"
 DISCARDED_DIR = "discarded"  # checkpoints/discarded/: those of histories a resume branched away from
@@ -101,7 +101,7 @@ class CheckpointStore:
     def best_score(self) -> float | None:
         """The evaluation return of best.msgpack; None when there is none. ValueError when
         it cannot be read as a best checkpoint (a damaged file is then replaced)."""
-        from rltui.read_limits import ReadLimitError, read_checkpoint
+        from rltui.infra.read_limits import ReadLimitError, read_checkpoint
         from trainers.checkpoint import CheckpointError, read_metadata
 
         try:
@@ -195,12 +195,12 @@ def checkpoint_metadata(*, run, backend, hparams, update, env_steps, elapsed, ed
         "elapsed": round(elapsed, 3),
         "edits": list(edits),
         "reason": reason,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "versions": library_versions(),
         "device_kind": backend.get("device_kind", "unknown"),
         "device_count": len(backend.get("devices", [])),
         **({"actions": backend["actions"]} if backend.get("actions") else {}),
-        # what presets.toml set for the run, where it set anything (`rltui.presets.applied`)
+        # what presets.toml set for the run, where it set anything (`rltui.config.presets.applied`)
         **({"preset": run["preset"]} if run.get("preset") else {}),
     }
 

@@ -28,7 +28,7 @@ from typing import Protocol
 
 import numpy as np
 
-from rltui.session import protocol
+from rltui.control import protocol
 from rltui.session.commands import Command, Stop
 
 HEARTBEAT_SECONDS = 1.0

@@ -281,8 +281,8 @@ def load_run_history(store: MetricsStore, path: Path, last_update: int | None = 
     start from update 1, not from the checkpoint), up to `last_update`. Streamed in batches:
     memory stays the store's, whatever the file's length. Lines that are not records (cut
     short by a crash) are passed over. Returns the number of records read."""
-    from rltui.read_limits import read_lines
-    from rltui.session.session_messages import record_from_json
+    from rltui.control.session_messages import record_from_json
+    from rltui.infra.read_limits import read_lines
     from trainers.json_text import loads
 
     count, pending = 0, []

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from rltui.population.sweep import PERTURBABLE, pbt_replace_count
+from rltui.config.sweep import PERTURBABLE, pbt_replace_count
 from trainers.hparams import LIVE_HPARAMS, TRAINER_KEYS, DynamicHParams, HParamError, check_changes, quote
 
 TREND_LENGTH = 32  # recent returns kept per member for its sparkline

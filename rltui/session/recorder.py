@@ -11,9 +11,9 @@ import json
 import os
 from pathlib import Path
 
-from rltui.export import is_count
-from rltui.owner_only import open_private
-from rltui.read_limits import read_lines
+from rltui.infra.owner_only import open_private
+from rltui.infra.read_limits import read_lines
+from rltui.runfiles.reader import is_count
 from rltui.session.controller import SessionListener
 from rltui.session.events import SessionEvent
 from rltui.session.metrics import MetricsSnapshot

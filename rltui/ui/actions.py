@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import time
 
-from rltui.owner_only import open_private
-from rltui.rundir import SCREENSHOT_PREFIX
+from rltui.formatting import fmt_hparam
+from rltui.infra.owner_only import open_private
+from rltui.runfiles.rundir import SCREENSHOT_PREFIX
 from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
 from rltui.session.commands import CloneMember, FreezeMembers, Rollback
 from rltui.ui import availability
-from rltui.ui.format import fmt_hparam
 from rltui.ui.screens import CloneDialog, HelpScreen, HParamEditor, QuitConfirm, StopRunConfirm
 from rltui.ui.screens.clone import CloneChoice
 from rltui.ui.session_handlers import LIVE

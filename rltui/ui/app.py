@@ -23,7 +23,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
 
-from rltui.config import RunConfig
+from rltui.config.build import RunConfig
 from rltui.session import SessionState
 from rltui.session.devices import DeviceSampler, DeviceStatsSource
 from rltui.session.interface import SessionClient

@@ -13,9 +13,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from rltui.config import RunConfig
+from rltui.config.build import RunConfig
 from rltui.headless import GuardedOutput
-from rltui.run_summary import checkpoint_failure_line, continue_line, return_text, summary_line
+from rltui.runfiles.summary import checkpoint_failure_line, continue_line, return_text, summary_line
 from rltui.session import MetricsSnapshot, SessionState
 from rltui.session.checkpoints import CheckpointStore
 from rltui.session.interface import SessionClient

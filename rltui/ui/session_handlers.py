@@ -14,7 +14,7 @@ from textual import work
 from textual.css.query import NoMatches
 from textual.message import Message
 
-from rltui.runs_view.discovery import RunState, state_of
+from rltui.runfiles.discovery import RunState, state_of
 from rltui.session import SessionState
 from rltui.ui.messages import DeviceStatsSampled, MetricsUpdated, SessionEventLogged, SessionStateChanged
 

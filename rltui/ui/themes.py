@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib.resources
 import os
-import sys
+import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -27,12 +27,7 @@ from typing import Any
 from textual.color import Color, ColorParseError
 from textual.theme import BUILTIN_THEMES, Theme
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
-from rltui.read_limits import TEXT_FILE_BYTES, read_text
+from rltui.infra.read_limits import TEXT_FILE_BYTES, read_text
 
 DEFAULT_THEME = "rltui-dark"
 # Prefix that `--theme dark` may leave out.

@@ -74,8 +74,7 @@ def prepare_jax(on_cpu: bool) -> None:
     if on_cpu:
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    from rltui import runtime
-
+    from rltui.infra import runtime
     runtime.configure_jax(host_devices=0, compile_cache=True)
 
 

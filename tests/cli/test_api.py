@@ -141,7 +141,7 @@ def test_a_diverged_run_says_so_and_offers_only_a_resume_that_can_work(tmp_path,
     # It diverged at update 1, before any checkpoint: a resume could not work.
     assert "resume=" not in err
     assert "It diverged before its first checkpoint: train again with rltui.train(env=<your env>, ...)" in err
-    from rltui.runs_view.discovery import STATES
+    from rltui.runfiles.discovery import STATES
 
     assert result.state in STATES  # the words `rltui runs` uses
 

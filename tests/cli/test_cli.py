@@ -9,17 +9,13 @@ import subprocess
 import sys
 import textwrap
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from rltui.config import KEYS
-from rltui.runs_view.discovery import RunState, state_of
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from rltui.config.build import KEYS
+from rltui.runfiles.discovery import RunState, state_of
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -327,7 +323,7 @@ def test_session_and_trainers_do_not_import_dashboard(tmp_path):
     result = python(
         _GUARD + """
 import trainers, rltui.session, rltui.session.recorder, rltui.headless
-import rltui.session.control_server, rltui.session.remote, rltui.session.interface
+import rltui.control.server, rltui.control.remote, rltui.session.interface
 print("LEAKED", leaked())
 """,
         tmp_path,
@@ -359,7 +355,7 @@ def test_headless_run_does_not_import_dashboard(tmp_path, shared_cache):
 
 def test_run_reading_commands_do_not_import_dashboard(tmp_path):
     # compare (its table), export and info read runs without Textual or plotext, though
-    # compare writes durations and step counts with rltui.ui.format.
+    # compare writes durations and step counts with rltui.formatting.
     from test_export import make_run
 
     run = make_run(tmp_path / "runs" / "a", 3)

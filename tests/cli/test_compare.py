@@ -14,13 +14,13 @@ import pytest
 from test_export import STEPS, make_run
 
 from rltui.cli import main
-from rltui.compare import wants_colour
-from rltui.export import read_run
-from rltui.runs_view.discovery import RunState
-from rltui.runs_view.loading import load_run
+from rltui.commands.compare import wants_colour
+from rltui.formatting import fmt_duration
+from rltui.runfiles.discovery import RunState
+from rltui.runfiles.loading import load_run
+from rltui.runfiles.reader import read_run
+from rltui.runfiles.statistics import band, bootstrap, ema, iqm, mean
 from rltui.runs_view.rows import row_of
-from rltui.statistics import band, bootstrap, ema, iqm, mean
-from rltui.ui.format import fmt_duration
 
 # --- statistics, hand-checked ---------------------------------------------------------------
 
@@ -222,7 +222,7 @@ def test_a_huge_run_loads_quickly(tmp_path):
 
 
 def test_config_differences_read_as_set_items():
-    from rltui.compare import config_differences
+    from rltui.commands.compare import config_differences
 
     base = {"lr": 1e-3, "anneal_lr": True, "hidden_sizes": [64, 64]}
     other = {"lr": 1e-3, "anneal_lr": False, "hidden_sizes": [32], "sweep": {"lr": "loguniform(1e-5,1e-2)"}}

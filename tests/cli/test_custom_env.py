@@ -242,8 +242,8 @@ def test_bad_env_is_one_line_and_exit_2_before_anything_is_written(case, tmp_pat
 # --- the same custom env through resume, eval, and a run over two processes -----------------
 
 def test_default_run_names_keep_no_odd_characters_from_env_ids():
-    from rltui.config import build_config
-    from rltui.rundir import default_run_name
+    from rltui.config.build import build_config
+    from rltui.runfiles.rundir import default_run_name
 
     expected = {
         "test_custom_env:make_bandit": "test_custom_env-make_bandit-ppo-",

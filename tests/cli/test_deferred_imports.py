@@ -25,7 +25,7 @@ def run_python(*code: str, path: Path | None = None) -> dict:
 def test_a_configured_process_imports_gymnax_without_matplotlib_and_still_renders():
     seen = run_python("""
         import json, sys
-        from rltui import runtime
+        from rltui.infra import runtime
         runtime.configure_jax(host_devices=0, compile_cache=False)
         import jax, gymnax
         loaded = sorted({m.split(".")[0] for m in sys.modules} & {"matplotlib", "seaborn", "scipy", "pandas"})
@@ -57,7 +57,7 @@ def test_nothing_is_deferred_where_matplotlib_is_already_imported():
     seen = run_python("""
         import json, sys
         import matplotlib.pyplot
-        from rltui import deferred_imports
+        from rltui.infra import deferred_imports
         deferred_imports.install()
         import gymnax
         from gymnax.environments.misc import pong
@@ -80,7 +80,7 @@ def fake_packages(tmp_path: Path, trigger_body: str) -> Path:
 
 DEFER_PLOT = """
     import builtins, json, sys
-    from rltui import deferred_imports
+    from rltui.infra import deferred_imports
     deferred_imports.DEFERRED, deferred_imports.TRIGGER = ("plot",), "trig"
     deferred_imports.install()
     import trig
@@ -106,7 +106,8 @@ def test_every_import_form_defers_until_first_read(tmp_path):
                               written=getattr(plot.sub, "WRITTEN", None),
                               pickled=pickle.loads(pickle.dumps(trig.sub)) is plot.sub,
                               loader=type(trig.__loader__).__name__,
-                              finders=[type(f).__module__ for f in sys.meta_path].count("rltui.deferred_imports"))))
+                              finders=[type(f).__module__ for f in sys.meta_path].count(
+                                  "rltui.infra.deferred_imports"))))
     """, path=path)
     assert seen == dict(before=[], in_modules=[], value=42, after=["plot", "sub"], aliased=42, name="plot",
                         real="module", written=7, pickled=True, loader="SourceFileLoader", finders=0)

@@ -6,8 +6,8 @@ module, and every link between pages resolves."""
 import re
 from pathlib import Path
 
-from rltui.config import KEYS
-from rltui.config_reference import REGENERATE, render_markdown
+from rltui.config.build import KEYS
+from rltui.config.reference import REGENERATE, render_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -85,8 +85,7 @@ def test_relative_links_resolve():
 
 def test_presets_results_table_matches_the_presets_records():
     # `rltui envs` reads presets.toml; the presets page's table must say the same.
-    from rltui import presets
-
+    from rltui.config import presets
     page = read(DOCS / "presets.md")
     rows = {cells[1].strip(): cells for cells in (line.split("|") for line in page.splitlines())
             if len(cells) > 8 and cells[1].strip() in presets.presets("ppo")}

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from rltui.cli import main
-from rltui.export import read_run
 from rltui.loggers import scalars
+from rltui.runfiles.reader import read_run
 
 STEPS = 128
 
@@ -141,8 +141,7 @@ def test_a_line_nested_too_deeply_is_a_damaged_line(tmp_path, capsys, args):
 
 
 def test_a_line_longer_than_the_bound_is_passed_over_unread(tmp_path, monkeypatch):
-    from rltui import read_limits
-
+    from rltui.infra import read_limits
     run = make_run(tmp_path / "run", 4)
     monkeypatch.setattr(read_limits, "JSONL_LINE_BYTES", 4096)
     long_record = json.dumps({"update": 5, "env_steps": 5 * STEPS, "note": "x" * 8192})

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from rltui.headless import GuardedOutput, ProgressListener
-from rltui.run_summary import return_text, summary_line
+from rltui.runfiles.summary import return_text, summary_line
 from rltui.session import MetricsSnapshot, SessionState
 
 STEPS = 100  # env steps per update
@@ -192,7 +192,7 @@ def test_a_terminal_that_hung_up_is_gone_for_good(gone):
 
 
 def test_the_last_lines_say_how_to_train_on(tmp_path, monkeypatch):
-    from rltui.run_summary import continue_line
+    from rltui.runfiles.summary import continue_line
     from rltui.session.checkpoints import CheckpointStore
 
     monkeypatch.chdir(tmp_path)
@@ -256,8 +256,8 @@ def test_a_tie_at_the_top_names_the_member_info_stars():
     # name the lowest index as the best.
     from types import MappingProxyType
 
-    from rltui.inspect_checkpoint import population_record
-    from rltui.run_summary import population_lines, population_return_text
+    from rltui.commands.info import population_record
+    from rltui.runfiles.summary import population_lines, population_return_text
     from rltui.session.population import MemberState, MemberView, PopulationView
 
     members = tuple(MemberView(m, MappingProxyType({"lr": 1e-3 * (m + 1)}), MemberState.TRAINING, 500.0, 500.0,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rltui.config import build_config
-from rltui.config_toml import parse_overrides
+from rltui.config.build import build_config
+from rltui.config.toml_text import parse_overrides
 from rltui.errors import UsageError
 
 from test_cli import rltui
@@ -22,7 +22,7 @@ def write_checkpoint(path: Path, state_items: list[str], config_items: list[str]
     metadata says the config of `config_items`: made without training or initialising."""
     import jax
 
-    from rltui.resume import portable_template, state_shapes
+    from rltui.runfiles.resume import portable_template, state_shapes
     from trainers import checkpoint
     from trainers.parallel import build
 
@@ -106,7 +106,7 @@ def _evaluation():
 
 
 def test_the_most_episodes_an_evaluation_names_fit_and_more_do_not():
-    from rltui.population.memory import check_evaluation_fits
+    from rltui.config.memory import check_evaluation_fits
 
     compile_for, device = _evaluation()
     analysis = compile_for(10_000).memory_analysis()
@@ -123,7 +123,7 @@ def test_the_most_episodes_an_evaluation_names_fit_and_more_do_not():
 def test_a_single_run_is_refused_naming_what_to_lower():
     from test_sweep import FakeDevice
 
-    from rltui.population.memory import check_population_fits, estimate_agent_bytes
+    from rltui.config.memory import check_population_fits, estimate_agent_bytes
     from trainers.envs import make_env
 
     def refusal(*items: str) -> str:
@@ -156,8 +156,8 @@ def test_the_python_api_refuses_a_network_too_large_before_anything_is_written(t
 def test_a_run_whose_checkpoints_rltui_could_not_read_back_is_refused_at_launch(tmp_path, monkeypatch):
     from test_sweep import FakeDevice
 
-    from rltui.launch import check_agents_fit
-    from rltui.population.memory import checkpoint_bytes
+    from rltui.commands.launch import check_agents_fit
+    from rltui.config.memory import checkpoint_bytes
     from trainers import checkpoint
     from trainers.envs import make_env
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rltui.control.paths import find_socket
 from rltui.errors import ExitCode
 from rltui.session import Pause, Resume, Rollback, SaveCheckpoint, SetHParams, Stop
-from rltui.session.control_paths import find_socket
 from rltui.session.distributed import ROW_BYTES, LocalSync, ProcessSync, decode_row, encode_row
 
 from control_client import LineClient

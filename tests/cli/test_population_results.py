@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from rltui.cli import main
-from rltui.export import read_run
+from rltui.runfiles.discovery import state_of
+from rltui.runfiles.loading import load_run
+from rltui.runfiles.reader import read_run
 from rltui.runs_view.curves import metric_choices, overlay
-from rltui.runs_view.discovery import state_of
-from rltui.runs_view.loading import load_run
 from rltui.runs_view.rows import matches, row_of
 
 from test_cli import rltui
@@ -262,13 +262,13 @@ def test_eval_reports_every_member_of_a_population(population_run):
 
 
 def test_info_of_a_single_run_has_no_population(tmp_path):
-    from rltui.inspect_checkpoint import population_record
+    from rltui.commands.info import population_record
 
     assert population_record(None, {}, set()) is None
 
 
 def test_info_counts_a_populations_seeds_in_words():
-    from rltui.inspect_checkpoint import population_record, render_population
+    from rltui.commands.info import population_record, render_population
 
     saved = {"members": [{"values": {"lr": 1e-3}}, {"values": {"lr": 1e-2}}], "swept": ["lr"], "num_seeds": 1}
     assert render_population(population_record(saved, {}, {"lr"}))[0] == "population   2 members x 1 seed"
@@ -281,7 +281,7 @@ def test_info_counts_a_populations_seeds_in_words():
 def test_info_says_whether_a_populations_run_finished_or_was_stopped(update, reason, state):
     # total_timesteps 1024 at 128 env steps an update: 8 updates. Stopped at update 5, the
     # final checkpoint's training members are stopped, not finished; a periodic one's train on.
-    from rltui.inspect_checkpoint import how_it_ended, population_record
+    from rltui.commands.info import how_it_ended, population_record
 
     metadata = {"reason": reason, "update": update, "env_steps": 128 * update}
     config = {"total_timesteps": 1024}

@@ -4,8 +4,9 @@ counted by `rltui info`), and every other changed key is a config event."""
 
 from __future__ import annotations
 
-import pytest
 import tomllib
+
+import pytest
 from test_resume_cli import STEPS, TINY, assert_ok, read_jsonl, rltui
 
 
@@ -56,7 +57,7 @@ def test_a_resume_that_changes_lr_is_recorded_and_the_original_config_kept(tmp_p
 
 
 def test_a_population_resume_says_when_a_set_key_replaces_the_members_own_values():
-    from rltui.resume import PreparedResume, ResumeChanges
+    from rltui.runfiles.resume import PreparedResume, ResumeChanges
 
     def members(*lrs):
         return {"population": {"members": [{"values": {"lr": lr, "gamma": 0.99}} for lr in lrs]}}
@@ -74,8 +75,8 @@ def test_a_population_resume_says_when_a_set_key_replaces_the_members_own_values
 def test_a_population_resume_that_sets_the_base_value_again_still_sets_every_member():
     # lr is swept: the checkpoint's base lr is the default, each member trains with its own.
     # `--set lr=<the default>` is then a change for every member, not nothing.
-    from rltui.config import build_config
-    from rltui.resume import resume_changes
+    from rltui.config.build import build_config
+    from rltui.runfiles.resume import resume_changes
 
     config = build_config({}, {})
     saved = {"hparams": config.dynamic_hparams().as_floats()}

@@ -25,13 +25,13 @@ from test_resume_cli import (
     wait_for,
 )
 
-from rltui.config import ConfigError, RunConfig
-from rltui.rundir import LOCK_NAME, prepare_run_dir
+from rltui.config.build import ConfigError, RunConfig
+from rltui.runfiles.rundir import LOCK_NAME, prepare_run_dir
 
 HOLD = (
     "import sys\n"
     "from pathlib import Path\n"
-    "from rltui.rundir import lock_run_dir\n"
+    "from rltui.runfiles.rundir import lock_run_dir\n"
     "lock_run_dir(Path(sys.argv[1]), own_folder=True)\n"
     "print('locked', flush=True)\n"
     "sys.stdin.read()\n"
@@ -138,7 +138,7 @@ def test_launch_into_a_folder_of_runs_is_refused(tmp_path):
 
 def test_a_lock_file_that_is_a_pipe_is_checked_without_waiting(tmp_path):
     # Opening a pipe to read waits for a writer: the check must not, and no process holds it.
-    from rltui.rundir import check_not_in_use
+    from rltui.runfiles.rundir import check_not_in_use
 
     run = tmp_path / "run"
     run.mkdir()

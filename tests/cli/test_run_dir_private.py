@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rltui.owner_only import make_private
-from rltui.rundir import own_entries
+from rltui.infra.owner_only import make_private
+from rltui.runfiles.rundir import own_entries
 
 from test_cli import TINY, TINY_STEPS, rltui, shared_cache  # noqa: F401 (a fixture)
 

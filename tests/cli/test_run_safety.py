@@ -181,7 +181,7 @@ def test_recorder_on_a_full_disk_names_the_file_and_closes_quietly(tmp_path, mon
 
 
 def test_resume_truncation_moves_aside_the_records_no_reader_counts_as_updates(tmp_path):
-    from rltui.export import read_jsonl, sound_record
+    from rltui.runfiles.reader import read_jsonl, sound_record
 
     records = [{"update": 1}, {"update": -1}, {"update": 2.5}, {"update": True}, {"update": 2}, {"update": 9}]
     lines = [json.dumps(r) + "\n" for r in records]
@@ -284,7 +284,7 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 where = sys.argv.pop(1)
 if where == "start-up":  # after the run directory is made, before the session exists
-    import rltui.launch as launch
+    import rltui.commands.launch as launch
     build = launch.build_session
     def build_session(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGINT)

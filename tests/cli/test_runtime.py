@@ -8,9 +8,9 @@ import textwrap
 
 import pytest
 
-from rltui import runtime
-from rltui.config import RunConfig
-from rltui.runtime import full_speed_wide_vectors, resolve_cpu_threads
+from rltui.config.build import RunConfig
+from rltui.infra import runtime
+from rltui.infra.runtime import full_speed_wide_vectors, resolve_cpu_threads
 
 
 @pytest.mark.parametrize(
@@ -37,7 +37,7 @@ def test_one_worker_thread_only_for_a_single_device_and_small_minibatch_steps(ch
 
 PROBE = textwrap.dedent("""
     import json, os, sys
-    from rltui import runtime
+    from rltui.infra import runtime
     runtime.configure_jax(host_devices=0, compile_cache=False)
     before = sorted(os.sched_getaffinity(0))
     runtime.start_backend(int(sys.argv[1]))

@@ -118,7 +118,7 @@ def test_a_run_that_diverged_before_its_first_checkpoint_is_offered_a_new_start(
 def test_the_directory_in_use_message_names_an_attach_command_a_shell_reads_back(tmp_path):
     import os
 
-    from rltui.rundir import _in_use_message
+    from rltui.runfiles.rundir import _in_use_message
 
     path = tmp_path / "a run's dir"
     fd = os.open(tmp_path / "lock", os.O_RDWR | os.O_CREAT)
@@ -131,7 +131,7 @@ def test_the_directory_in_use_message_names_an_attach_command_a_shell_reads_back
 
 
 def test_the_schedule_line_says_what_the_next_update_trains_at():
-    from rltui.lr_schedule import schedule_notice
+    from trainers.lr_schedule import schedule_notice
 
     saved = {"hparams": {"lr": 2.5e-4, "anneal_lr": 1.0, "anneal_updates": 976.0}}
     stretched = {"lr": 2.5e-4, "anneal_lr": 1.0, "anneal_updates": 1952.0}
@@ -149,9 +149,9 @@ def test_the_schedule_line_says_what_the_next_update_trains_at():
 def test_the_rate_a_resume_names_is_the_rate_the_compiled_step_trains_at(anneal_lr):
     import jax.numpy as jnp
 
-    from rltui.lr_schedule import rate_at
     from trainers.base import annealed_lr
     from trainers.hparams import DynamicHParams
+    from trainers.lr_schedule import rate_at
 
     hparams = DynamicHParams.create(lr=3e-4, anneal_lr=anneal_lr, anneal_updates=976.0)
     for index in (0, 1, 487, 975, 976, 2000):

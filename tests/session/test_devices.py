@@ -218,7 +218,7 @@ def test_failing_psutil_call_is_reported(monkeypatch):
                  gpus=(GpuStats(0, "H200", None, None, None),)),
      ["gpu:0 H200  mem 1.0 GiB / 2.0 GiB", "CPU  50% avg, 2 cores ▁█", "RSS 1.0 MiB / 1.0 GiB",
       "GPU0 H200  util —  mem unavailable"]),
-    # Sizes as every message writes them (rltui.read_limits.size_text), a ".0" kept for a steady width.
+    # Sizes as every message writes them (rltui.infra.read_limits.size_text), a ".0" kept for a steady width.
     (DeviceStats(jax_devices=(JaxDeviceStats("gpu", 0, "H200", 0, 3 << 39),)),
      ["gpu:0 H200  mem 0 bytes / 1.5 TiB", "no NVIDIA GPU"]),
 ])

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rltui.config import ConfigError, build_config
+from rltui.config.build import ConfigError, build_config
 from rltui.session import TrainingSession
 from rltui.session.checkpoints import BEST_NAME, CheckpointPolicy, CheckpointStore
 from rltui.session.evaluation import EvalResult, EvaluationPolicy

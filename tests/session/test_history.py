@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 
+from rltui.control.remote import RemoteSession
 from rltui.session.history import CAPACITY, CurveBuffer, Curves
 from rltui.session.metrics import MetricsStore, load_run_history
-from rltui.session.remote import RemoteSession
 from trainers.metrics_spec import METRIC_NAMES
 
 from control_client import served, wait_for

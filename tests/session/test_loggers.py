@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from rltui.config import ConfigError, build_config
+from rltui.config.build import ConfigError, build_config
 from rltui.loggers import LoggerListener, check_loggers, open_loggers, scalars
 from rltui.session.events import SessionEvent, SessionState
 
@@ -189,8 +189,7 @@ def test_a_long_event_file_resumes_and_rolls_back_a_record_at_a_time(tmp_path):
 
 
 def test_an_event_record_past_its_bound_is_refused_in_one_line_naming_the_file(tmp_path, monkeypatch):
-    from rltui import read_limits
-
+    from rltui.infra import read_limits
     tb = tmp_path / "tb"
     logger = TensorBoardLogger(tb, CONFIG)
     logger.write_records([record(1)])

@@ -304,7 +304,7 @@ def test_a_damaged_table_of_env_state_leaves_is_refused_in_one_line(trained, edi
 
 def test_every_checkpoint_rltui_writes_it_reads_back_and_a_larger_one_is_refused_when_written(trained, tmp_path,
                                                                                                monkeypatch):
-    from rltui.read_limits import read_checkpoint
+    from rltui.infra.read_limits import read_checkpoint
 
     _, portable, _ = trained
     data = checkpoint.encode(portable, {"update": 3})

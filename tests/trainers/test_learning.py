@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from rltui.config import build_config
+from rltui.config.build import build_config
 from trainers.evaluate import evaluate
 from trainers.hparams import DynamicHParams, StaticConfig
 

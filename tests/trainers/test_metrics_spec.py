@@ -11,10 +11,10 @@ import math
 import pytest
 from rich.console import Console
 
+from rltui.formatting import bucket_means
 from rltui.headless import ProgressListener
 from rltui.session import SessionListener, TrainingSession
 from rltui.session.evaluation import EvalResult, EvaluationPolicy
-from rltui.ui.format import bucket_means
 from rltui.ui.widgets.chart import CHART_METRICS, downsample
 from rltui.ui.widgets.sparklines import SPARKLINE_METRICS
 from trainers import metrics_spec

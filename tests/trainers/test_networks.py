@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from flax import linen as nn
 
-from rltui.config import ConfigError, build_config
+from rltui.config.build import ConfigError, build_config
 from trainers import networks
 from trainers.hparams import StaticConfig
 

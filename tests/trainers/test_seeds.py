@@ -121,8 +121,7 @@ def test_headless_run_logs_every_seed_and_eval_reports_each(tmp_path):
 
 
 def test_per_seed_values_survive_the_control_protocol():
-    from rltui.session import protocol, session_messages
-
+    from rltui.control import protocol, session_messages
     record = UpdateRecord(
         update=3, env_steps=24, wall_time=0.3, sps=80.0, values={"episode_return": 20.0},
         per_seed={"episode_return": (10.0, float("nan"), 30.0)},

@@ -8,7 +8,7 @@ import importlib.util
 
 import pytest
 
-from rltui.check_env import run_checks
+from rltui.commands.check_env import run_checks
 from trainers.suites import SUITES
 
 SUITE_ENVS = {"navix": "navix:Navix-Empty-5x5-v0", "craftax": "craftax:Craftax-Classic-Symbolic-v1",
@@ -47,7 +47,7 @@ def test_each_installed_suites_params_declare_its_episode_limit(suite, limit):
 
 
 def test_suite_ids_are_accepted_by_the_env_key():
-    from rltui.config import build_config
+    from rltui.config.build import build_config
 
     for env_id in SUITE_ENVS.values():
         assert build_config({"env": env_id}, use_preset=False).env == env_id

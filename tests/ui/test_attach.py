@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from test_ui import progress_text, status_text, until
 
-from rltui.config import RunConfig
+from rltui.config.build import RunConfig
+from rltui.control.paths import SOCKET_NAME
+from rltui.control.remote import LOST, RemoteSession
 from rltui.session import Pause, Resume, SessionState, Stop
-from rltui.session.control_paths import SOCKET_NAME
-from rltui.session.remote import LOST, RemoteSession
 from rltui.ui.app import DashboardApp
 from rltui.ui.screens import HelpScreen, QuitConfirm, StopRunConfirm
 
@@ -445,8 +445,7 @@ async def test_the_stop_question_of_a_paused_attached_run_offers_to_keep_it_paus
 def test_a_browser_tab_on_a_run_that_has_ended_says_so_on_the_page(tmp_path, monkeypatch, capsys):
     import argparse
 
-    from rltui import attach
-
+    from rltui.commands import attach
     shown = []
     monkeypatch.setattr(attach, "show_unavailable", lambda reason, hint: shown.append((reason, hint)))
     args = argparse.Namespace(run_dir=str(tmp_path), theme=None)
@@ -479,7 +478,7 @@ async def test_the_page_of_a_run_that_has_ended_shows_the_reason_and_closes_with
 def test_serve_says_once_when_the_run_ends(tmp_path):
     import io
 
-    from rltui.attach import RunEndWatcher
+    from rltui.commands.attach import RunEndWatcher
 
     with served(tmp_path) as (fake, _):
         out = io.StringIO()

@@ -8,7 +8,7 @@ import dataclasses
 
 from test_ui import until
 
-from rltui.config import RunConfig
+from rltui.config.build import RunConfig
 from rltui.ui.app import DashboardApp
 from rltui.ui.screens.metric_picker import MetricPicker
 from rltui.ui.widgets.chart import CHART_METRICS

@@ -8,7 +8,7 @@ import time
 
 from test_chart import publish_with_seeds
 
-from rltui.config import RunConfig
+from rltui.config.build import RunConfig
 from rltui.session import SessionState
 from rltui.ui.app import DashboardApp
 

@@ -10,7 +10,7 @@ from types import MappingProxyType
 import pytest
 from test_ui import notes, until
 
-from rltui.config import RunConfig
+from rltui.config.build import RunConfig
 from rltui.session import SetHParams
 from rltui.session.commands import CloneMember, FreezeMembers
 from rltui.session.population import MemberState, MemberView, PopulationView
@@ -161,7 +161,7 @@ async def test_a_populations_rollback_says_the_members_values_go_back_too(tmp_pa
 
 
 def fmt(value: float) -> str:
-    from rltui.ui.format import fmt_value
+    from rltui.formatting import fmt_value
 
     return fmt_value(value)
 

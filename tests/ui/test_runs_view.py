@@ -16,10 +16,10 @@ import pytest
 from test_export import STEPS, make_run
 
 from rltui.cli import main
-from rltui.compare import group_by
-from rltui.runs_view.command import AttachRequest
-from rltui.runs_view.discovery import RunState, state_of
-from rltui.runs_view.loading import RunCache, load_run
+from rltui.commands.compare import group_by
+from rltui.commands.runs import AttachRequest
+from rltui.runfiles.discovery import RunState, state_of
+from rltui.runfiles.loading import RunCache, load_run
 from rltui.runs_view.rows import row_of
 
 from control_client import served
@@ -342,7 +342,7 @@ def test_snapshot_with_an_overlay(snap_compare, runs_dir, tmp_path, monkeypatch)
 
     from rltui.ui.screens import runs as screen_module
 
-    utc = datetime.timezone.utc  # the 'started' column in one time zone on every machine
+    utc = datetime.UTC  # the 'started' column in one time zone on every machine
     monkeypatch.setattr(screen_module, "_started",
                         lambda stamp: datetime.datetime.fromtimestamp(stamp, utc).strftime("%m-%d %H:%M"))
     for path in runs_dir.iterdir():  # fixed 'started' times for a picture that does not move

@@ -195,8 +195,7 @@ def test_serve_refuses_a_public_url_that_is_not_one(tmp_path):
 
 
 def test_bound_to_every_address_serve_says_to_open_this_machines_name(monkeypatch):
-    from rltui import serve
-
+    from rltui.commands import serve
     monkeypatch.setattr(serve.socket, "gethostname", lambda: "trainer")
     assert serve.open_url("0.0.0.0", 8123) == "http://trainer:8123"
     assert serve.open_url("::", 80) == "http://trainer"
@@ -208,7 +207,8 @@ def test_bound_to_every_address_serve_says_to_open_this_machines_name(monkeypatc
 
 
 def _attach_in_a_tab(tmp_path, monkeypatch, *, code: int, words: str) -> int:
-    from rltui import attach, ui
+    from rltui import ui
+    from rltui.commands import attach
     from rltui.ui import runner
 
     def dashboard(remote, *args, **kwargs):
@@ -243,8 +243,7 @@ def _ended_run(run_dir: Path, *events: str) -> None:
 
 @pytest.mark.parametrize("in_a_tab", [True, False])
 def test_a_run_that_has_ended_is_said_to_have_ended(tmp_path, monkeypatch, capsys, in_a_tab):
-    from rltui import attach
-
+    from rltui.commands import attach
     _ended_run(tmp_path, '{"kind": "compiled", "update": 0, "message": "compiled in 1.0 s"}',
                '{"kind": "finished", "update": 40, "message": "stopped at update 40"}')
     shown = []
@@ -262,8 +261,7 @@ def test_a_run_that_has_ended_is_said_to_have_ended(tmp_path, monkeypatch, capsy
 
 def test_a_tab_on_a_run_whose_process_went_away_says_it_has_ended(tmp_path, monkeypatch):
     # serve saw the run live: a tab finding no socket, and no final event, finds it gone.
-    from rltui import attach
-
+    from rltui.commands import attach
     _ended_run(tmp_path, '{"kind": "compiled", "update": 0, "message": "compiled in 1.0 s"}')
     shown = []
     monkeypatch.setattr(attach, "show_unavailable", lambda reason, hint: shown.append(reason))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rltui.config import RunConfig
+from rltui.config.build import RunConfig
 from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
 from rltui.session.commands import Rollback
 from rltui.ui.app import DashboardApp
@@ -614,7 +614,7 @@ async def test_chart_labels_env_steps_compactly(tmp_path):
     (512, 512, 4, ["512"]),
 ])
 def test_count_ticks_are_round_and_compact(low, high, most, labels):
-    from rltui.ui.format import count_ticks
+    from rltui.formatting import count_ticks
 
     ticks, shown = count_ticks(low, high, most)
     assert shown == labels and len(ticks) == len(labels) <= most
@@ -801,7 +801,7 @@ async def test_eta_waits_for_the_second_chunk_after_each_start(tmp_path):
 
 async def test_the_status_line_names_the_end_as_rltui_runs_does(tmp_path):
     # One word for how a run ended, from the same events, here, in rltui runs and headless.
-    from rltui.runs_view.discovery import state_of
+    from rltui.runfiles.discovery import state_of
 
     def ended(events: list[tuple[str, str]], finish: bool = True):
         async def scenario(app, pilot):

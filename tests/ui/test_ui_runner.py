@@ -22,8 +22,8 @@ from test_headless import TOTAL, snapshot
 from test_ui import until
 from textual.app import App
 
-from rltui.config import RunConfig
-from rltui.rundir import check_not_in_use
+from rltui.config.build import RunConfig
+from rltui.runfiles.rundir import check_not_in_use
 from rltui.session import SessionState
 from rltui.ui.runner import DashboardApp, _summary, run_dashboard
 

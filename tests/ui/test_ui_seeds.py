@@ -7,7 +7,7 @@ import dataclasses
 
 from test_ui import until
 
-from rltui.config import RunConfig
+from rltui.config.build import RunConfig
 from rltui.ui.app import DashboardApp
 
 from fakes import FakeSession, fixed_device_stats

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import time
 
-from rltui.config import RunConfig
+from rltui.config.build import RunConfig
 from rltui.session import SessionState, SetHParams
 from rltui.ui.app import DashboardApp
 

@@ -31,7 +31,7 @@ def run_dir(tmp_path_factory):
 
 
 def player_for(run_dir: Path):
-    from rltui.watch.command import load_player
+    from rltui.commands.watch import load_player
 
     return load_player(SimpleNamespace(path=str(run_dir), seed=0, episodes=1, sample=False, record=None))
 

@@ -13,7 +13,7 @@ import pytest
 from flax import struct
 from gymnax.environments import environment, spaces
 
-from rltui.config import build_config
+from rltui.config.build import build_config
 from rltui.render import Size
 from rltui.watch.player import Player
 from trainers.env_import import register_env

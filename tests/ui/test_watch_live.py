@@ -12,14 +12,14 @@ import time
 import numpy as np
 import pytest
 
-from rltui.config import build_config
-from rltui.launch import make_population
+from rltui.commands.launch import make_population
+from rltui.config.build import build_config
+from rltui.control.params_transfer import MAX_PARAMS_BYTES, PARAMS_PIECE_BYTES, ParamsAssembly
+from rltui.control.protocol import ProtocolError
+from rltui.control.remote import RemoteSession
 from rltui.session import Pause, SessionState
 from rltui.session.controller import TrainingSession
 from rltui.session.interface import ParamsSnapshot, ParamsUnavailable
-from rltui.session.params_transfer import MAX_PARAMS_BYTES, PARAMS_PIECE_BYTES, ParamsAssembly
-from rltui.session.protocol import ProtocolError
-from rltui.session.remote import RemoteSession
 from rltui.ui.app import WATCH_KEY, DashboardApp
 
 from control_client import LineClient, served, wait_for

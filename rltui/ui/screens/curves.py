@@ -9,9 +9,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from rltui.formatting import fmt_count
+from rltui.runfiles.loading import LoadedRun
 from rltui.runs_view.curves import SMOOTHING, X_AXES, metric_choices, overlay
-from rltui.runs_view.loading import LoadedRun
-from rltui.ui.format import fmt_count
 from rltui.ui.widgets.runs_chart import CurveControls, RunsChart
 
 

@@ -20,7 +20,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from rltui.config import RunConfig
+from rltui.config.build import RunConfig
 from rltui.session import MetricsSnapshot, SessionEvent, SessionState
 from rltui.session.devices import DeviceStats
 from rltui.ui.widgets import DevicePanel, EventsLog, HParamsPanel, Leaderboard, MetricChart, MetricsPanel, StatusBar

@@ -17,8 +17,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
+from rltui.formatting import SWITCHES, fmt_hparam
 from rltui.session import validate_changes
-from rltui.ui.format import SWITCHES, fmt_hparam
 from trainers.hparams import EDITABLE_HPARAMS, HParamError, hparam_rule
 
 

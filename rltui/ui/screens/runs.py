@@ -1,6 +1,6 @@
 """The runs view (`rltui runs`): every run in a directory, and the curves of those picked.
 
-The list is read in a worker thread (rltui.runs_view.loading: a cache per run, so only
+The list is read in a worker thread (rltui.runfiles.loading: a cache per run, so only
 runs whose files changed are read again) every `refresh_interval` seconds, and the curves
 are worked out in another, so a huge run never holds up the keys. Keys: space selects a
 run, Enter attaches to a live run (the view exits with an AttachRequest) or opens a run's
@@ -22,12 +22,12 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from rltui.runs_view.command import AttachRequest
+from rltui.commands.runs import AttachRequest
+from rltui.formatting import fmt_count, fmt_duration
+from rltui.runfiles.discovery import has_socket, scan_runs, socket_answers, state_of
+from rltui.runfiles.loading import LoadedRun, RunCache
 from rltui.runs_view.curves import SMOOTHING, STATISTIC_NAMES, X_AXES, Overlay, group_keys, metric_choices, overlay
-from rltui.runs_view.discovery import has_socket, scan_runs, socket_answers, state_of
-from rltui.runs_view.loading import LoadedRun, RunCache
 from rltui.runs_view.rows import SORT_KEYS, RunRow, differences, matches, row_of, sort_rows
-from rltui.ui.format import fmt_count, fmt_duration
 from rltui.ui.screens.curves import CurvesScreen
 from rltui.ui.terminal import EndsWithItsTerminal
 from rltui.ui.widgets.runs_chart import CurveControls, RunsChart
@@ -375,7 +375,7 @@ class RunsScreen(Screen):
 
 
 class RunsApp(EndsWithItsTerminal, App):
-    """`rltui runs`: exits with an rltui.runs_view.command.AttachRequest when Enter is
+    """`rltui runs`: exits with an rltui.commands.runs.AttachRequest when Enter is
     pressed on a live run (the command then attaches), else with None."""
 
     TITLE = "rltui runs"

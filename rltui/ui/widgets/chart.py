@@ -21,9 +21,9 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
+from rltui.formatting import bucket_means, count_ticks, smooth, time_ticks
 from rltui.session.history import Curves
 from rltui.session.metrics import MetricsStore, records_from_history
-from rltui.ui.format import bucket_means, count_ticks, smooth, time_ticks
 from trainers import metrics_spec
 
 # (metric, title) that the chart can show, in cycling order: those declared for it.

@@ -7,8 +7,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from rltui.formatting import fmt_bytes
 from rltui.session.devices import DeviceStats
-from rltui.ui.format import fmt_bytes
 
 _BARS = "▁▂▃▄▅▆▇█"
 

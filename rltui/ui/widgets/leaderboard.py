@@ -19,8 +19,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable
 
+from rltui.formatting import fmt_value
 from rltui.session.population import MemberState, MemberView, PopulationView
-from rltui.ui.format import fmt_value
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 TREND_CELLS = 12  # the latest returns a row's sparkline shows

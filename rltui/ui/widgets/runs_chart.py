@@ -8,9 +8,9 @@ import dataclasses
 from textual.color import Color
 from textual_plotext import PlotextPlot
 
+from rltui.formatting import count_ticks, time_ticks
 from rltui.runs_view.curves import Overlay
 from rltui.runs_view.rows import RETURN
-from rltui.ui.format import count_ticks, time_ticks
 from rltui.ui.widgets.chart import band_path
 
 

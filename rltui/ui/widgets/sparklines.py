@@ -13,8 +13,8 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Label, Sparkline
 
+from rltui.formatting import fmt_value
 from rltui.session.history import Curves
-from rltui.ui.format import fmt_value
 from rltui.ui.widgets.chart import _curves_of
 from trainers import metrics_spec
 

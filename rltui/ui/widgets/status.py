@@ -8,8 +8,8 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Label
 
+from rltui.formatting import fmt_count, fmt_duration
 from rltui.session import MetricsSnapshot, SessionState
-from rltui.ui.format import fmt_count, fmt_duration
 
 # What the user asked for but the session has not confirmed yet: shown instead of the
 # state until the session reports the state it leads to.

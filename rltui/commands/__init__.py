@@ -1,0 +1,1 @@
+"""The `rltui` commands: one module per command, each owning its parser."""

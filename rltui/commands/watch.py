@@ -1,0 +1,74 @@
+"""The `rltui watch PATH` command: a checkpoint's policy, played in the watch view or
+recorded with --record. It says which env module it imports (an import-path env named by
+the checkpoint) before importing it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rltui.errors import UsageError
+from rltui.watch.player import Player
+from rltui.watch.record import check_record_path, record
+
+
+def load_player(args) -> Player:
+    from rltui.commands.info import _load
+    from rltui.config.build import INT32_MAX, ConfigError, IntRange, build_config, check_integer, int_range
+    from trainers import checkpoint
+    from trainers.checkpoint import CheckpointError
+    from trainers.env_import import is_import_path, is_object_id
+
+    check_integer("--seed", args.seed, int_range("seed"))
+    check_integer("--episodes", args.episodes, IntRange(1, INT32_MAX))
+    if args.record is not None:
+        check_record_path(Path(args.record))
+    try:
+        _, data, metadata = _load(args.path)
+        if not checkpoint.params_are_finite(data):
+            raise CheckpointError(checkpoint.NON_FINITE_MESSAGE)
+    except (OSError, CheckpointError) as err:
+        raise UsageError(str(err)) from None
+    try:
+        config = build_config(metadata.get("config", {}), use_preset=False)
+    except ConfigError as err:
+        raise UsageError(f"checkpoint config: {err}") from None
+    if is_import_path(config.env) and not is_object_id(config.env):  # an object is no module
+        module = config.env.split(":", 1)[0]
+        print(f"rltui: watch imports the env module {module} (named by the checkpoint, {config.env})",
+              file=sys.stderr)
+    from rltui.infra import runtime
+    runtime.configure_jax(host_devices=0, compile_cache=True)
+    import jax
+
+    from rltui.config.memory import check_policy_fits, tree_bytes
+    from rltui.runfiles.resume import portable_template, state_shapes
+    from rltui.watch.params import acting_template
+    from trainers.parallel import build
+
+    parallel = build(config.static_config(), jax.local_devices()[:1])
+    # Sized from shapes before anything is allocated: a checkpoint's config may name any network.
+    shapes = state_shapes(config, parallel)
+    check_policy_fits(2 * tree_bytes(shapes), tree_bytes(acting_template(config, parallel)), parallel.devices[0],
+                      policy=f"the checkpoint's network (hidden_sizes {list(config.hidden_sizes)})")
+    try:
+        restored, _ = checkpoint.decode(data, portable_template(shapes))
+    except CheckpointError as err:
+        raise UsageError(str(err)) from None
+    return Player(config, (restored.params, restored.obs_stats), seed=args.seed, greedy=not args.sample,
+                  parallel=parallel)
+
+
+def cmd_watch(args) -> int:
+    player = load_player(args)
+    if args.record is not None:
+        path = Path(args.record)
+        count = record(player, args.episodes, path)
+        print(f"wrote {args.episodes} episode{'s' if args.episodes != 1 else ''} ({count} frames, animated SVG) "
+              f"to {path.resolve()}")
+        return 0
+    from rltui.ui.screens.watch import WatchApp
+
+    WatchApp(player, episodes=args.episodes).run()
+    return 0

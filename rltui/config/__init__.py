@@ -1,0 +1,1 @@
+"""A run's configuration: the key table, TOML, presets, sweeps, and the built `RunConfig`."""

@@ -1,0 +1,1 @@
+"""The control socket: its server, clients, wire protocol and the remote session."""

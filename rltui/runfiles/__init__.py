@@ -1,0 +1,1 @@
+"""Reading a run directory: its file names, records, checkpoints, statistics and summaries."""

@@ -1,0 +1,102 @@
+"""Finding the runs under a directory, and each one's state (live, finished, stopped,
+diverged, crashed) from its events and whether its control socket answers: a probe
+connects to the socket and closes it, sending nothing."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from rltui.errors import UsageError
+from rltui.runfiles.reader import is_run_dir
+
+STATES = ("live", "finished", "stopped", "diverged", "aborted", "crashed")
+PROBE_TIMEOUT = 0.3  # seconds a control socket has to accept before the run counts as gone
+
+
+def check_root(root: Path) -> None:
+    """UsageError (one line) unless `root` is a directory this user can list."""
+    if not root.exists():
+        raise UsageError(f"{root}: no such directory")
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory")
+    if not os.access(root, os.R_OK | os.X_OK):
+        raise UsageError(f"{root}: cannot read this directory (permission denied)")
+
+
+def scan_runs(root: Path) -> list[Path]:
+    """The run directories in `root` (its subdirectories holding metrics.jsonl or
+    config.toml), and `root` itself if it is one."""
+    root = Path(root)
+    try:
+        children = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError as err:
+        raise UsageError(f"{root}: cannot read this directory ({err.strerror or err})") from None
+    found = [p for p in children if is_run_dir(p)]
+    return ([root] if is_run_dir(root) else []) + found
+
+
+def socket_answers(path: Path, timeout: float = PROBE_TIMEOUT) -> bool:
+    """Whether a run's control socket accepts a connection (its process is alive)."""
+    from rltui.control.paths import find_socket
+
+    where = find_socket(path)
+    if where is None:
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(timeout)
+    try:
+        probe.connect(str(where))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+def has_socket(path: Path) -> bool:
+    from rltui.control.paths import find_socket
+
+    return find_socket(path) is not None
+
+
+class RunState(NamedTuple):
+    name: str  # one of STATES
+    detail: str  # the words behind it, for the status line
+
+
+def state_of(events: Sequence[dict[str, Any]], live: bool, socket_left: bool = False) -> RunState:
+    """A run's state from its events (the last start, then how that session ended) and
+    whether its control socket answers now."""
+    if live:
+        return RunState("live", "its control socket answers")
+    end: dict[str, Any] | None = None
+    diverged = target = False
+    for event in events:
+        kind = event.get("kind")
+        if kind in ("compiled", "resumed"):  # a new session: what ended the last one no longer counts
+            end, diverged, target = None, False, False
+        elif kind == "nonfinite":
+            diverged = True
+        elif kind == "rolled back":  # back to a checkpoint from before the divergence
+            diverged = False
+        elif kind == "target_reached":
+            target = True
+        elif kind in ("finished", "aborted", "error"):
+            end = event
+    if end is None:
+        why = "its control socket no longer answers" if socket_left else "no final event in events.jsonl"
+        return RunState("crashed", why)
+    message = str(end.get("message", ""))
+    if end.get("kind") == "error":
+        return RunState("crashed", f"error: {message}")
+    if end.get("kind") == "aborted":
+        return RunState("aborted", message)
+    if diverged:
+        return RunState("diverged", "stopped after a non-finite loss or gradient")
+    if message.startswith("stopped") and not target:
+        return RunState("stopped", message)
+    return RunState("finished", message)

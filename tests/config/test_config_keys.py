@@ -1,0 +1,103 @@
+"""Every configuration key is declared once (a `Key`); everything else derives from it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from rltui.config.build import (
+    KEYS,
+    RESUMABLE_KEYS,
+    RUN_KEYS,
+    RunConfig,
+    build_config,
+    coerce_value,
+    run_config_type,
+)
+from rltui.config.reference import render_markdown
+from trainers.hparams import (
+    ALGO_HPARAMS,
+    ALGOS,
+    LIVE_HPARAMS,
+    TRAINER_KEYS,
+    DynamicHParams,
+    StaticConfig,
+    hparam_rule,
+)
+from trainers.keys import (
+    RUN,
+    STATIC,
+    TRACED,
+    Key,
+    Number,
+    static_config_type,
+    traced_fields_type,
+)
+
+
+def test_run_config_has_one_field_per_key_with_the_declared_default():
+    fields = {f.name: f for f in dataclasses.fields(RunConfig)}
+    assert list(fields) == list(KEYS)
+    defaults = RunConfig()
+    for name, key in KEYS.items():
+        assert getattr(defaults, name) == key.default, name
+
+
+def test_trainer_types_have_one_field_per_trainer_key():
+    static = [k for k in TRAINER_KEYS if k.kind == STATIC]
+    traced = [k for k in TRAINER_KEYS if k.kind == TRACED]
+    assert [f.name for f in dataclasses.fields(StaticConfig)] == [k.attr for k in static]
+    assert list(DynamicHParams._fields) == [k.attr for k in traced]
+    hp = DynamicHParams()
+    for key in traced:
+        leaf = getattr(hp, key.attr)
+        assert isinstance(leaf, np.float32), key.name  # a Python float would recompile
+        assert float(leaf) == pytest.approx(float(key.rule.to_trainer(key.default))), key.name
+
+
+def test_live_resumable_and_editor_sets_follow_the_table():
+    assert set(LIVE_HPARAMS) == {k.name for k in TRAINER_KEYS if k.live}
+    assert RESUMABLE_KEYS == {name for name, k in KEYS.items() if k.kind != STATIC} - {
+        "seed", "env_kwargs", "sweep", "sweep_size", "sweep_seed"
+    }
+    for algo in ALGOS:
+        assert ALGO_HPARAMS[algo] == tuple(k.name for k in TRAINER_KEYS if k.live and k.reads(algo))
+    assert "clip_eps" not in ALGO_HPARAMS["reinforce"] and "baseline" not in ALGO_HPARAMS["ppo"]
+    assert hparam_rule("lr") == KEYS["lr"].rule.describe()
+    assert hparam_rule("baseline") == "0 or 1"  # a switch is 0/1 where the trainer holds it
+
+
+def test_every_key_is_validated_by_its_rule_and_documented():
+    page = render_markdown()
+    for name, key in KEYS.items():
+        assert coerce_value(name, key.default) == key.default, name
+        assert f"| `{name}` |" in page and key.rule.describe() in page, name
+    assert {k.name for k in RUN_KEYS} <= set(KEYS)
+    assert all(k.kind == RUN for k in RUN_KEYS)
+
+
+def test_a_new_key_is_one_declaration():
+    """Adding a key is one `Key` in a table: the run configuration, the trainer's types,
+    the validator and the live set pick it up from that declaration alone."""
+    new = Key("kl_coef", 0.25, "weight of a KL penalty", Number(0, float32=True), TRACED, live=True)
+    run_type = run_config_type({**KEYS, "kl_coef": new})
+    assert run_type().kl_coef == 0.25 and run_type(kl_coef=0.5).kl_coef == 0.5
+    fields_type = traced_fields_type((*TRAINER_KEYS, new))
+    assert fields_type._fields[-1] == "kl_coef" and fields_type().kl_coef == np.float32(0.25)
+    assert new.coerce(3) == 3.0 and new.live and new.can_resume_with_change
+    with pytest.raises(ValueError, match="kl_coef: expected a number >= 0"):
+        new.coerce(-1)
+    static = Key("depth", 2, "layers", Number(1), STATIC)
+    base = type("Methods", (), {})
+    assert static_config_type((*TRAINER_KEYS, static), base)().depth == 2
+
+
+def test_the_resolved_config_reaches_the_trainer_as_declared():
+    config = build_config({}, {"lr": 1e-3, "anneal_lr": False, "normalize_obs": True, "env": "Acrobot-v1"},
+                          use_preset=False)
+    static, hp = config.static_config(), config.dynamic_hparams()
+    assert static.env_id == "Acrobot-v1" and static.normalize_obs is True  # static switches stay booleans
+    assert hp.lr == np.float32(1e-3) and hp.anneal_lr == np.float32(0.0)  # traced switches are 0/1
+    assert hp.anneal_updates == np.float32(config.total_updates)
