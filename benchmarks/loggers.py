@@ -44,7 +44,7 @@ def main() -> int:
     import time
 
     import rltui
-    from rltui import loggers
+    from rltui.loggers import listener
 
     spent = [0.0]
 
@@ -58,7 +58,7 @@ def main() -> int:
         return wrapper
 
     for name in ("on_metrics", "on_event", "on_state"):
-        setattr(loggers.LoggerListener, name, timed(getattr(loggers.LoggerListener, name)))
+        setattr(listener.LoggerListener, name, timed(getattr(listener.LoggerListener, name)))
 
     root = Path(tempfile.mkdtemp(prefix="rltui-loggers-"))
     # One untimed run first: the compile, and the first execution's one-off costs.

@@ -25,7 +25,7 @@ def run(network: str, steps: int, seed: int, static_kwargs: dict, hparams: dict)
     import jax
     import numpy as np
 
-    from trainers.algos import make_trainer
+    from trainers.algorithms import make_trainer
     from trainers.evaluate import evaluate
     from trainers.hparams import DynamicHParams, StaticConfig
     from trainers.parallel import DataParallel

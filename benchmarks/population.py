@@ -40,7 +40,7 @@ def measure(num_envs: int, members: int, updates: int, repeats: int) -> dict:
     import jax
     import numpy as np
 
-    from rltui.commands.launch import make_population
+    from rltui.assembly import make_population
     from rltui.config.memory import estimate_agent_bytes
     from trainers.envs import make_env
     from trainers.parallel import build

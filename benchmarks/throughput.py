@@ -109,9 +109,9 @@ def main() -> None:
 
     from rltui.session import TrainingSession
     from rltui.session.backend import JaxBackend
+    from trainers.algorithms.ppo.trainer import AXIS, make_trainer
     from trainers.hparams import DynamicHParams, StaticConfig
     from trainers.parallel import DataParallel
-    from trainers.ppo import AXIS, make_trainer
     from trainers.rollout import rollout
 
     class TimedBackend(JaxBackend):

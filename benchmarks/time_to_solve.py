@@ -50,7 +50,7 @@ jax.devices()
 t.append(time.perf_counter())
 import flax, optax, gymnax
 t.append(time.perf_counter())
-import rltui.session, rltui.headless, trainers.parallel, trainers.ppo
+import rltui.session, rltui.headless, trainers.parallel, trainers.algorithms.ppo.trainer
 t.append(time.perf_counter())
 print(json.dumps(dict(rltui_cli=t[1] - t[0], jax=t[2] - t[1], backend_start=t[3] - t[2],
                       flax_optax_gymnax=t[4] - t[3], session_and_trainer=t[5] - t[4])))

@@ -19,6 +19,7 @@ from typing import Any
 
 from rltui.config.build import ConfigError, RunConfig, build_config
 from rltui.errors import UsageError
+from rltui.runfiles.names import METRICS
 from rltui.session.controller import SessionListener
 
 
@@ -56,7 +57,7 @@ def make_config(env: Any = None, *, preset: bool = True, **keys: Any) -> RunConf
     (`object:ClassName`). Presets apply to the built-in envs only."""
     if env is not None:
         keys["env"] = _env_id(env)
-    from rltui.loggers import check_loggers
+    from rltui.loggers.base import check_loggers
 
     try:
         config = build_config({}, keys, use_preset=preset)
@@ -116,8 +117,9 @@ def _resume_plan(resume: str | Path, env: Any, config: RunConfig | None, run_dir
     import types
 
     from rltui.errors import LaunchError
-    from rltui.runfiles.resume import load_verified_checkpoint, resume_target, resumed_config
+    from rltui.runfiles.checkpoints import load_verified_checkpoint
     from rltui.runfiles.rundir import check_not_in_use
+    from rltui.session.resume import resume_target, resumed_config
     from trainers.env_import import is_object_id
 
     if config is not None:
@@ -143,7 +145,7 @@ def _resume_plan(resume: str | Path, env: Any, config: RunConfig | None, run_dir
             checkpoint = checkpoint._replace(metadata={**checkpoint.metadata, "config": recorded})
         elif env is not None:
             keys["env"] = _env_id(env)  # the same env, or refused: it cannot change on a resume
-        from rltui.loggers import check_loggers
+        from rltui.loggers.base import check_loggers
 
         config = resumed_config(checkpoint, keys)
         check_loggers(config.loggers)
@@ -196,15 +198,15 @@ def train(
         check_devices(config, len(devices))
         if not is_builtin(config.env):
             preflight(config.static_config().env_id, config.network)
-        from rltui.commands.launch import check_agents_fit
+        from rltui.assembly import check_agents_fit
 
         check_agents_fit(config, devices)
     except (ConfigError, UsageError, ValueError) as err:
         raise ApiError(str(err)) from None
 
-    from rltui.commands.launch import build_session, start_control_server
-    from rltui.runfiles.resume import apply_resume, prepare_resume
+    from rltui.assembly import build_session, start_control_server
     from rltui.runfiles.rundir import prepare_run_dir
+    from rltui.session.resume import apply_resume, prepare_resume
 
     prepared = None
     try:
@@ -229,7 +231,7 @@ def train(
         apply_resume(session, recorder, prepared, checkpoint.metadata)
     records = _Records()
     if prepared is not None:
-        records.load(directory / "metrics.jsonl")  # the run's updates before the checkpoint
+        records.load(directory / METRICS)  # the run's updates before the checkpoint
     session.add_listener(records)
     server = start_control_server(session, directory, config)
     try:

@@ -1,7 +1,8 @@
 """The exit codes of `rltui`, and the one error type the command line reports.
 
 Every error the user can act on is an `RltuiError` that carries its exit code; `report`
-prints it as one line (`rltui: error: ...`) and is the only place that does. The trainers
+prints it as one line (`rltui: error: ...`) and is the only place that does, as `warn` is
+for a warning (`rltui: warning: ...`) on the way to going on. The trainers
 (which know nothing of the command line) raise plain `ValueError` subclasses for bad
 input; `as_rltui_error` turns those into usage errors at the boundary.
 """
@@ -59,7 +60,7 @@ def as_rltui_error(err: BaseException) -> RltuiError | None:
         return err
     if isinstance(err, _trainer_input_errors()):
         return UsageError(str(err))
-    from trainers.env_import import callback_failure
+    from trainers.env_source import callback_failure
 
     called_back = callback_failure(err)  # the env's own code failed, while it ran (eval, watch)
     return RltuiError(called_back) if called_back else None
@@ -72,3 +73,9 @@ def report(err: RltuiError | str, exit_code: ExitCode = ExitCode.USAGE) -> int:
         err = RltuiError(err, exit_code)
     print(f"rltui: error: {err}", file=sys.stderr)
     return int(err.exit_code)
+
+
+def warn(text: str) -> None:
+    """Print `text` as one warning line on stderr: something the user should know, on the way
+    to going on."""
+    print(f"rltui: warning: {text}", file=sys.stderr)

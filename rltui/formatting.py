@@ -119,21 +119,3 @@ def time_ticks(low: float, high: float, most: int) -> tuple[list[float], list[st
     if not ticks:
         return [low, high], [fmt_duration(low), fmt_duration(high)]
     return ticks, [fmt_duration(t) for t in ticks]
-
-
-def smooth(values: Sequence[float], weight: float) -> np.ndarray:
-    """A debiased exponential moving average (TensorBoard's smoothing): each point is the
-    average of those before it weighted by `weight` per step back, divided by the weights'
-    sum so the first points are not pulled towards zero. NaN points stay NaN and are
-    passed over."""
-    values = np.asarray(values, dtype=float)
-    out = np.full(len(values), np.nan)
-    if weight <= 0:
-        return values.copy()
-    average, seen = 0.0, 0
-    for i, value in enumerate(values.tolist()):
-        if math.isfinite(value):
-            average = weight * average + (1 - weight) * value
-            seen += 1
-            out[i] = average / (1 - weight**seen)
-    return out

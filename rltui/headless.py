@@ -40,7 +40,7 @@ from rltui.session import (
 )
 from rltui.session.events import repeats_another_event
 from rltui.session.recorder import record_abort
-from trainers.metrics_spec import METRIC_SPECS
+from trainers.metrics_spec import EVAL_RETURN, METRIC_SPECS
 
 # Signals that stop a run at the next chunk boundary, with a final checkpoint. SIGHUP (the
 # terminal closed, an SSH connection dropped) is one: nobody is left to watch the run.
@@ -191,11 +191,11 @@ class ProgressListener(SessionListener):
         self.population = snapshot.population
         self.latest_return = ret = return_text(snapshot)
         for record in snapshot.new_records:
-            value = record.values.get("eval_return")
+            value = record.values.get(EVAL_RETURN)
             if value is not None and math.isfinite(value):
                 self.latest_eval = value
         if self.latest_eval is not None:  # shown once a run evaluates (eval_every_updates)
-            ret = f"{ret} · eval {METRIC_SPECS['eval_return'].format(self.latest_eval)}"
+            ret = f"{ret} · eval {METRIC_SPECS[EVAL_RETURN].format(self.latest_eval)}"
         self._chunks += 1
         done = snapshot.update >= snapshot.total_updates
         eta = None if self._chunks < 2 and not done else snapshot.eta_seconds

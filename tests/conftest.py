@@ -4,7 +4,9 @@ here at the top; test modules that lend each other setup (test_cli's `rltui` run
 one) are importable from every folder."""
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 # Tests run on the CPU with one host device unless a test starts its own subprocess.
@@ -14,3 +16,21 @@ _TESTS = Path(__file__).resolve().parent
 for _folder in ("trainers", "config", "session", "control", "ui", "cli"):
     if str(_TESTS / _folder) not in sys.path:
         sys.path.insert(0, str(_TESTS / _folder))
+
+# One JAX compilation cache for the whole session: rltui keeps it under $XDG_CACHE_HOME, so
+# every `rltui` subprocess (which inherits this environment) and every in-process launch
+# shares the programs the others compiled, and none writes to the user's own cache. The
+# first process makes the folder; xdist's workers, started from it, inherit the variable.
+_SESSION_CACHE = "RLTUI_TESTS_CACHE_HOME"
+_made_session_cache = _SESSION_CACHE not in os.environ
+if _made_session_cache:
+    os.environ[_SESSION_CACHE] = tempfile.mkdtemp(prefix="rltui-tests-cache-")
+os.environ["XDG_CACHE_HOME"] = os.environ[_SESSION_CACHE]
+# Processes write and read the cache at the same time: a size limit makes JAX lock it, so no
+# process reads an entry another is still writing.
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(8 << 30))
+
+
+def pytest_unconfigure(config):
+    if _made_session_cache:
+        shutil.rmtree(os.environ[_SESSION_CACHE], ignore_errors=True)

@@ -1,8 +1,9 @@
 """What every on-policy trainer shares: network, optimizer, init, a gradient step averaged
-over devices, episode statistics, and the chunk of updates.
+over devices, episode statistics, the metrics of an update, and the chunk of updates. It
+knows no algorithm by name: each is a package of `trainers.algorithms`.
 
 A trainer subclasses `OnPolicyTrainer` and defines `update(state, hp) -> (state,
-UpdateMetrics)`; `run_chunk` scans it. Every function here runs inside
+UpdateMetrics)`, its metrics made by `report`; `run_chunk` scans it. Every function here runs inside
 `parallel.DataParallel`'s pmap, also on a single device, so `AXIS` is always bound.
 """
 
@@ -21,6 +22,7 @@ from flax import struct
 from trainers import networks, normalize, recurrent
 from trainers.envs import EnvSpec
 from trainers.hparams import DynamicHParams, StaticConfig, annealed_rate, batch_split_problem
+from trainers.metrics_spec import METRIC_SPECS, TRAINER_METRICS
 from trainers.rollout import reset_envs, rollout
 from trainers.types import ChunkMetrics, TrainState, Transition, UpdateMetrics
 
@@ -46,6 +48,17 @@ def set_injected(opt_state, **values):
     for name, value in values.items():
         hyperparams[name] = jnp.asarray(value, dtype=jnp.asarray(opt_state.hyperparams[name]).dtype)
     return opt_state._replace(hyperparams=hyperparams)
+
+
+def actor_critic_loss(policy_loss, value_loss, entropy, vf_coef, ent_coef):
+    """An actor-critic's total loss: its policy term, the value term weighted by `vf_coef`,
+    less the entropy bonus weighted by `ent_coef`."""
+    return policy_loss + vf_coef * value_loss - ent_coef * entropy
+
+
+def standardize(x, mean, std):
+    """`x` shifted by `mean` and divided by `std` (advantage normalisation)."""
+    return (x - mean) / (std + 1e-8)
 
 
 class EpisodeStats(NamedTuple):
@@ -77,10 +90,7 @@ class GradientStep(NamedTuple):
 
 
 def check_devices(static: StaticConfig, num_devices: int) -> None:
-    problem = batch_split_problem(
-        algo=static.algo, network=static.network, num_envs=static.num_envs, num_steps=static.num_steps,
-        num_minibatches=static.num_minibatches, num_devices=num_devices,
-    )
+    problem = batch_split_problem(static, num_devices)
     if problem is not None:
         raise ValueError(f"{problem[0]}: {problem[1]}")
 
@@ -297,6 +307,15 @@ class OnPolicyTrainer:
 
     def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
         raise NotImplementedError
+
+    def report(self, **values: jax.Array) -> UpdateMetrics:
+        """One update's metrics: `values` holds every trainer metric the algorithm reports
+        (`MetricSpec.algos`), and the others (another algorithm's own) are NaN."""
+        reported = {name for name in TRAINER_METRICS if METRIC_SPECS[name].reported_by(self.static.algo)}
+        if set(values) != reported:
+            raise TypeError(f"{self.static.algo} reports {sorted(reported)}, got {sorted(values)}")
+        nan = jnp.full((), jnp.nan, jnp.float32)
+        return UpdateMetrics(**{name: values.get(name, nan) for name in TRAINER_METRICS})
 
     # --- a chunk of updates ----------------------------------------------------------------
     def _chunk_body(self, i, carry, *, hp: DynamicHParams):

@@ -1,6 +1,6 @@
 """An imported env adapted to what the trainers step: its action space as the policy sees
 it, observations as one float32 array, and an automatic reset at the end of an episode
-(`adapt`, `ImportedEnv`). Failures are `env_import.EnvImportError`s, one line each.
+(`adapt`, `ImportedEnv`). Failures are `env_source.EnvImportError`s, one line each.
 
 JAX and gymnax are imported where they are used, as in `env_import`: gymnax is slow to import.
 """
@@ -12,7 +12,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from trainers.env_import import EnvImportError, EnvSource, refusing_exit, traced_failure
+from trainers.env_import import refusing_exit, traced_failure
+from trainers.env_source import EnvImportError, EnvSource
 
 UNSUPPORTED_SPACES = ("MultiDiscrete", "MultiBinary", "Tuple", "Dict")
 
@@ -75,7 +76,7 @@ class ImportedEnv:
     before its time loop (`draw_restart`) and steps with `RestartKey`s, so an ended episode
     restarts from it and the env's reset runs once per env and rollout, not on every step.
     Stepped with a plain key (evaluation, check-env), it restarts from a reset drawn from a
-    split of the step's key; with an `envs.NoResetKey` (watching), it does not restart."""
+    split of the step's key; with a `step_keys.NoResetKey` (watching), it does not restart."""
 
     def __init__(self, env: Any, action: ActionSpace, obs_shape: tuple[int, ...], resets_itself: bool):
         self._env = env
@@ -121,7 +122,7 @@ class ImportedEnv:
         import jax
         import jax.numpy as jnp
 
-        from trainers.envs import NoResetKey
+        from trainers.step_keys import NoResetKey
 
         if not self._action.discrete:
             action = jnp.reshape(action, self._action.shape)

@@ -4,9 +4,9 @@ called with `env_kwargs`), or a Python object handed over by the API (`register_
 Anything with gymnax 1.0's interface trains: `reset(key, params) -> (obs, state)`,
 `step(key, state, action, params) -> (obs, state, reward, terminated, truncated, info)`,
 `observation_space(params)`, `action_space(params)` and `default_params` (or a factory that
-returns `(env, params)`). Every failure is an `EnvImportError` whose message is one line
-for the user: the command line prints it as is. `env_adapter` adapts an imported env to
-what the trainers step.
+returns `(env, params)`). Every failure is an `EnvImportError` (`env_source`) whose message
+is one line for the user: the command line prints it as is. `env_adapter` adapts an
+imported env to what the trainers step.
 
 Nothing here imports JAX at module level: the config layer parses env ids with it.
 """
@@ -24,7 +24,9 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
+
+from trainers.env_source import LIBRARY_PATHS, EnvImportError, EnvSource, describe_call, one_line, split_env_id
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 IMPORT_PATH = re.compile(rf"^{_NAME}(\.{_NAME})*:{_NAME}(\.{_NAME})*$")
@@ -36,10 +38,6 @@ PYTREE_HINT = ("params and states must be JAX pytrees of arrays and numbers: a f
                "or a dict (a plain @dataclass is not one)")
 
 
-class EnvImportError(ValueError):
-    """An env that cannot be imported or trained on; the message is one line."""
-
-
 class EnvModuleNotFound(EnvImportError):
     """The env's module (or a package above it) is not installed in this process."""
 
@@ -48,21 +46,6 @@ class EnvModuleNotFound(EnvImportError):
     def __init__(self, module: str, missing: str, hint: str = HINT):
         super().__init__(f"env: cannot import {module}: no module named {missing!r} ({hint})")
         self.module, self.missing = module, missing
-
-
-class EnvSource(NamedTuple):
-    """An environment as its author made it, before rltui wraps it."""
-
-    env: Any
-    params: Any
-    origin: str  # how messages name it: 'my_pkg.envs:make_env' or 'object:Bandit'
-
-
-class EnvRef(NamedTuple):
-    """An env id split into what to import and how to call it."""
-
-    path: str
-    kwargs: dict[str, Any]
 
 
 def is_import_path(env_id: str) -> bool:
@@ -80,16 +63,6 @@ def env_id_with_kwargs(path: str, kwargs: Mapping[str, Any] | None) -> str:
     if not kwargs:
         return path
     return f"{path} {json.dumps(dict(kwargs), sort_keys=True, separators=(',', ':'))}"
-
-
-def split_env_id(env_id: str) -> EnvRef:
-    path, _, rest = env_id.partition(" ")
-    return EnvRef(path, json.loads(rest) if rest else {})
-
-
-def describe_call(ref: EnvRef) -> str:
-    args = ", ".join(f"{k}={v!r}" for k, v in ref.kwargs.items())
-    return f"{ref.path}({args})"
 
 
 # Env objects the Python API was given, by the id it assigned them. Per process: a run
@@ -273,18 +246,6 @@ def check_interface(env: Any, origin: str, *, params_given: bool) -> None:
             )
 
 
-def one_line(err: BaseException) -> str:
-    """`err` as one line, for every message that names an exception: its type and the first
-    line of its message (a library's may go on with advice over several); for one raised
-    by code a compiled program called back (an env's own check), that code's exception and
-    where it was raised (`callback_failure`)."""
-    called_back = callback_failure(err)
-    if called_back:
-        return called_back
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
-
-
 def traced_failure(err: BaseException, what: str, origin: str) -> EnvImportError:
     """The one-line message for an exception JAX raised while tracing `what` (reset or
     step): Python control flow on a traced value is by far the most common cause."""
@@ -309,41 +270,13 @@ def traced_failure(err: BaseException, what: str, origin: str) -> EnvImportError
     return EnvImportError(f"env: {origin}'s {what} raised {one_line(err)}{at}")
 
 
-_LIBRARY = ("/jax/", "/jaxlib/", "/gymnax/", "/flax/", "/trainers/", "/rltui/", "<frozen", "/functools.py",
-            "/contextlib.py", "/threading.py")
-
-
 def _user_frame(err: BaseException) -> str | None:
     """file:line of the innermost frame of the traceback outside JAX, gymnax and rltui."""
     tb = err.__traceback__
     found = None
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
-        if not any(part in filename for part in _LIBRARY):
+        if not any(part in filename for part in LIBRARY_PATHS):
             found = f"{filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
         tb = tb.tb_next
     return found
-
-
-_TRACEBACK = "Traceback (most recent call last):"
-_FRAME = re.compile(r'^ *File "(?P<file>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
-
-
-def callback_failure(err: BaseException) -> str | None:
-    """One line for an exception raised by Python code that a compiled program called back
-    (`jax.debug.callback`, `jax.pure_callback`, `jax.experimental.io_callback`: an env's
-    check or print), naming that code's file and line; None for any other error. XLA hands
-    such an exception back as a runtime error whose text is the Python traceback."""
-    text = str(err)
-    if not isinstance(err, RuntimeError) or "allback" not in text or _TRACEBACK not in text:
-        return None
-    text = text.rpartition(_TRACEBACK)[2]
-    frames = list(_FRAME.finditer(text))
-    if not frames:
-        return None
-    user = [f"{m['file'].rsplit('/', 1)[-1]}:{m['line']}" for m in frames if not any(p in m["file"] for p in _LIBRARY)]
-    # The exception's own line follows the last frame (and that frame's indented source line, if any).
-    rest = [line for line in text[frames[-1].end():].splitlines()[1:] if line.strip() and not line.startswith(" ")]
-    raised = rest[0].strip() if rest else "an exception"
-    at = f" at {user[-1]}" if user else ""
-    return f"a JAX callback raised {raised}{at}"

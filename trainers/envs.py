@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, NamedTuple
+from typing import Any
 
 # Environments the trainers support: Box observations, Discrete or Box actions.
 CLASSIC_CONTROL = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "MountainCarContinuous-v0")
@@ -34,23 +34,12 @@ OBS_SIZES: dict[str, int] = {
 }
 
 
-class NoResetKey(NamedTuple):
-    """A step's key, asking the env not to restart where the episode ends: the step returns
-    the state (and observation) that ended it, and whoever steps on resets it. For acting
-    outside training, where the last state is shown (the watch view). Every `EnvSpec.env`
-    takes one: the transition is the one a plain `key` makes. An imported env that resets
-    itself inside its own step still returns its reset state; its
-    `info["final_observation"]` is the last observation all the same."""
-
-    key: Any
-
-
 @dataclasses.dataclass(frozen=True)
 class EnvSpec:
     """An environment ready to train on, and what the policy needs to know about it."""
 
     env_id: str
-    env: Any  # gymnax environment, wrapped (flat observations, episode statistics); see NoResetKey
+    env: Any  # gymnax environment, wrapped (flat observations, episode statistics); see step_keys.NoResetKey
     params: Any  # gymnax EnvParams
     obs_shape: tuple[int, ...]  # before flattening
     discrete: bool

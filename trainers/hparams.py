@@ -1,4 +1,5 @@
-"""The trainer's keys, declared once (`TRAINER_KEYS`), and the two types derived from them:
+"""The trainer's keys, declared once (`TRAINER_KEYS`: the shared ones here, each algorithm's
+own in its package, `trainers.algorithms`), and the two types derived from them:
 `StaticConfig` (shapes and program, compiled in) and `DynamicHParams` (traced float32
 scalars, changed without recompiling).
 
@@ -12,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from trainers.algorithms import ALGORITHMS, DEFAULT_ALGORITHM
+from trainers.algorithms.algorithm import placed
 from trainers.env_import import is_import_path, is_object_id
 from trainers.envs import SUPPORTED_ENVS
 from trainers.keys import (
@@ -36,16 +39,13 @@ from trainers.keys import (
 )
 
 __all__ = [
-    "ACTIVATIONS", "ALGOS", "ALGO_HPARAMS", "EDITABLE_HPARAMS", "LIVE_HPARAMS", "LOG_STD_MODES", "NETWORKS",
-    "PRECISIONS", "QUOTE_LIMIT", "TRAINER_KEYS", "UNDEFINED_METRICS", "DynamicHParams", "HParamError",
+    "ACTIVATIONS", "ALGO_HPARAMS", "EDITABLE_HPARAMS", "LIVE_HPARAMS", "LOG_STD_MODES", "NETWORKS",
+    "PRECISIONS", "QUOTE_LIMIT", "SHARED_KEYS", "TRAINER_KEYS", "DynamicHParams", "HParamError",
     "StaticConfig", "batch_split_problem", "check_changes", "hparam_rule", "quote", "shorten", "show_hparam",
     "validate_hparam",
 ]
 
 ACTIVATIONS = ("tanh", "relu")
-ALGOS = ("ppo", "reinforce")
-# Metrics an algorithm has no such quantity for: reported as NaN in every update.
-UNDEFINED_METRICS = {"reinforce": ("clip_frac",)}
 PRECISIONS = ("fp32", "bf16")
 NETWORKS = ("mlp", "gru", "cnn")
 LOG_STD_MODES = ("param", "state")
@@ -76,20 +76,18 @@ class EnvId(Rule):
 
 
 _COUNT = IntRange(1, INT32_MAX)
-_PPO, _REINFORCE = ("ppo",), ("reinforce",)
 
-# Every key the trainer reads. Order: the order of the configuration reference, the editor
-# and the DynamicHParams fields.
-TRAINER_KEYS: tuple[Key, ...] = (
+# The keys every algorithm reads. With each algorithm's own placed among them
+# (`TRAINER_KEYS`), their order is the order of the configuration reference, the editor and
+# the DynamicHParams fields.
+SHARED_KEYS: tuple[Key, ...] = (
     # --- compiled in: shapes and the program --------------------------------------------
     Key("env", "CartPole-v1", "the environment to train on: a built-in id, or `module:attr` for your own "
         "(see docs/environments.md)", EnvId(), STATIC, field="env_id"),
-    Key("algo", "ppo", "training algorithm: " + ", ".join(ALGOS), Choice(ALGOS), STATIC),
+    Key("algo", DEFAULT_ALGORITHM, "training algorithm: " + ", ".join(ALGORITHMS), Choice(tuple(ALGORITHMS)),
+        STATIC),
     Key("num_envs", 4, "parallel environments (split evenly across devices)", _COUNT, STATIC),
     Key("num_steps", 128, "steps per environment in each rollout", _COUNT, STATIC),
-    Key("num_minibatches", 4, "minibatches per epoch; must divide num_steps (gru: num_envs per device)", _COUNT,
-        STATIC, algos=_PPO),
-    Key("update_epochs", 4, "passes over each rollout", _COUNT, STATIC, algos=_PPO),
     Key("hidden_sizes", (64, 64), "hidden layer widths of the policy and value MLPs", Widths(), STATIC),
     Key("activation", "tanh", "hidden activation: " + ", ".join(ACTIVATIONS), Choice(ACTIVATIONS), STATIC),
     Key("precision", "fp32", "network arithmetic: fp32, or bf16 (bfloat16 matmuls; float32 params, optimizer and "
@@ -120,12 +118,6 @@ TRAINER_KEYS: tuple[Key, ...] = (
     Key("lr", 2.5e-4, "Adam learning rate (start value when annealed)", Number(0, low_open=True, float32=True),
         TRACED, live=True),
     Key("gamma", 0.99, "discount factor", Number(0, 1, low_open=True, float32=True), TRACED, live=True),
-    Key("gae_lambda", 0.95, "GAE lambda", Number(0, 1, float32=True), TRACED, live=True, algos=_PPO),
-    Key("bootstrap_truncated", True, "where a time limit cuts an episode, bootstrap from the value of its last "
-        "observation; off: treat the cut as the episode's end (for envs whose time limit is part of the task and "
-        "shows in the observation)", Switch(), TRACED, live=True, algos=_PPO),
-    Key("clip_eps", 0.2, "PPO clip range for the policy ratio and the value", Number(0, low_open=True, float32=True),
-        TRACED, live=True, algos=_PPO),
     Key("ent_coef", 0.01, "entropy bonus coefficient", Number(0, float32=True), TRACED, live=True),
     Key("vf_coef", 0.5, "value loss coefficient", Number(0, float32=True), TRACED, live=True),
     Key("max_grad_norm", 0.5, "global gradient norm clip", Number(0, low_open=True, float32=True), TRACED,
@@ -134,20 +126,18 @@ TRAINER_KEYS: tuple[Key, ...] = (
     # The update count the annealing runs over, from total_timesteps.
     Key("anneal_updates", 1.0, "updates the learning rate anneals over", Number(1, float32=True), TRACED,
         config=False),
-    Key("baseline", True, "reinforce: subtract a learned value baseline V(s) from the return", Switch(), TRACED,
-        live=True, algos=_REINFORCE),
-    Key("normalize_returns", True, "reinforce: normalise the returns (advantages) over each batch", Switch(),
-        TRACED, live=True, algos=_REINFORCE),
     Key("reward_scale", 1.0, "multiply rewards by this for learning (after normalize_rewards); reported returns "
         "stay unscaled", Number(0, low_open=True, float32=True), TRACED, live=True),
 )
+# Every key the trainer reads.
+TRAINER_KEYS: tuple[Key, ...] = placed(SHARED_KEYS, (key for a in ALGORITHMS.values() for key in a.keys))
 _BY_NAME = {key.attr: key for key in TRAINER_KEYS}
 
 # The live-editable hyperparameters each algorithm reads, in display order.
 ALGO_HPARAMS = {
-    algo: tuple(k.name for k in TRAINER_KEYS if k.live and k.reads(algo)) for algo in ALGOS
+    algo: tuple(k.name for k in TRAINER_KEYS if k.live and k.reads(algo)) for algo in ALGORITHMS
 }
-EDITABLE_HPARAMS = ALGO_HPARAMS["ppo"]
+EDITABLE_HPARAMS = ALGO_HPARAMS[DEFAULT_ALGORITHM]
 # Everything a live edit may change, whatever the algorithm.
 LIVE_HPARAMS = tuple(k.name for k in TRAINER_KEYS if k.live)
 
@@ -251,24 +241,14 @@ def check_changes(changes: Mapping[str, object]) -> dict[str, float]:
     return out
 
 
-def batch_split_problem(
-    *, algo: str, network: str, num_envs: int, num_steps: int, num_minibatches: int, num_devices: int = 1
-) -> tuple[str, str] | None:
-    """How a batch fails to split over devices and minibatches, as (key, reason), or None.
-    The one statement of these rules: the configuration checks them before anything starts
-    and the trainer before it compiles."""
-    if num_envs % num_devices:
+def batch_split_problem(config: Any, num_devices: int = 1) -> tuple[str, str] | None:
+    """How the batch of `config` (a StaticConfig or a run configuration) fails to split over
+    `num_devices` devices and its algorithm's minibatches, as (key, reason), or None. The one
+    statement of these rules: the configuration checks them before anything starts and the
+    trainer before it compiles."""
+    if config.num_envs % num_devices:
         return "num_envs", (
-            f"{num_envs} environments cannot be split evenly over {num_devices} devices; "
-            f"use a multiple of {num_devices}, or set devices to a count that divides {num_envs}"
+            f"{config.num_envs} environments cannot be split evenly over {num_devices} devices; "
+            f"use a multiple of {num_devices}, or set devices to a count that divides {config.num_envs}"
         )
-    per_device = num_envs // num_devices
-    if network == "gru" and algo == "ppo":
-        # Recurrent minibatches hold whole env sequences (the GRU is replayed over time).
-        if per_device % num_minibatches:
-            where = f"num_envs ({num_envs})" if num_devices == 1 else (
-                f"the {per_device} environments each of {num_devices} devices holds")
-            return "num_minibatches", f"with network = \"gru\" must divide {where}, got {num_minibatches}"
-    elif algo == "ppo" and num_steps % num_minibatches:  # REINFORCE takes one step per rollout
-        return "num_minibatches", f"must divide num_steps ({num_steps}), got {num_minibatches}"
-    return None
+    return ALGORITHMS[config.algo].batch_problem(config, num_devices)

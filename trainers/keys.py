@@ -4,7 +4,8 @@ what it means, and how the trainer receives it.
 A `Key` is the single declaration of one setting. The trainer's types (`StaticConfig`,
 `DynamicHParams`), the run configuration, the validators, the live-editable and resumable
 sets, the editor's fields and the configuration reference are all derived from the tables
-of keys (`trainers.hparams` declares the trainer's, `rltui.config.build` the run's).
+of keys (`trainers.hparams` declares the trainer's shared keys, each algorithm's package
+(`trainers.algorithms`) its own, `rltui.config.keys` the run's).
 
 Plain Python and NumPy, so that validation runs before JAX starts.
 """
@@ -111,6 +112,10 @@ class Rule:
     def from_trainer(self, value: Any) -> Any:
         return value
 
+    def integer_range(self) -> IntRange | None:
+        """The integers the key (or each of its items) allows, where it holds integers."""
+        return None
+
 
 @dataclasses.dataclass(frozen=True)
 class IntRange(Rule):
@@ -124,6 +129,9 @@ class IntRange(Rule):
 
     def describe(self) -> str:
         return f"an integer in [{self.low}, {self.high}]"
+
+    def integer_range(self) -> IntRange:
+        return self
 
     def coerce(self, name: str, value: Any) -> int:
         number = value
@@ -145,6 +153,9 @@ class Widths(Rule):
 
     def describe(self) -> str:
         return f"a list of positive integers up to {self.high}, like [64, 64]"
+
+    def integer_range(self) -> IntRange:
+        return IntRange(self.low, self.high)
 
     def coerce(self, name: str, value: Any) -> tuple[int, ...]:
         if isinstance(value, str):
@@ -318,9 +329,12 @@ class Key:
     `kind`: STATIC (compiled in), TRACED (a float32 argument of the compiled step) or RUN
     (the session's). `live`: editable while training (traced keys only). `resumable`: a
     resumed run may change it (default: everything but static keys). `algos`: the
-    algorithms that read it (None: all). `actions`: the action space it matters for
-    ("discrete" or "continuous"; None: both). `field`: the trainer's name for it when that
-    differs. `config`: False for the trainer's internal values, which no user sets."""
+    algorithms that read it (None: all; an algorithm's package declares the keys only it
+    reads, and fills this in). `after`: where an algorithm's key sits in the table (after
+    the key named here; None: at the end), the order of the reference, the editor and the
+    trainer's types. `actions`: the action space it matters for ("discrete" or
+    "continuous"; None: both). `field`: the trainer's name for it when that differs.
+    `config`: False for the trainer's internal values, which no user sets."""
 
     name: str
     default: Any
@@ -330,6 +344,7 @@ class Key:
     live: bool = False
     resumable: bool | None = None
     algos: tuple[str, ...] | None = None
+    after: str | None = None
     actions: str | None = None
     field: str | None = None
     config: bool = True

@@ -29,7 +29,7 @@ import jax
 import numpy as np
 
 from trainers import checkpoint
-from trainers.algos import make_trainer
+from trainers.algorithms import make_trainer
 from trainers.base import AXIS, OnPolicyTrainer
 from trainers.hparams import DynamicHParams, StaticConfig
 from trainers.types import ChunkMetrics, TrainState

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.wrappers.purerl import GymnaxWrapper
 
-from trainers.envs import NoResetKey
+from trainers.step_keys import NoResetKey
 
 
 @struct.dataclass
@@ -37,7 +37,7 @@ class StepDraw:
 class PresampledResetWrapper(GymnaxWrapper):
     """Wraps a gymnax base env (below the observation and logging wrappers, which pass the
     step's first argument through untouched). `step` takes a `StepDraw` from `draw_step`,
-    or an `envs.NoResetKey` (the transition, without the reset); given a plain key it is the
+    or a `step_keys.NoResetKey` (the transition, without the reset); given a plain key it is the
     env's own `step`. An env with a `step` of its own (DeepSea: it carries episode totals
     across resets) is only ever given plain keys and `NoResetKey`s: its reset is its own,
     its transition is `step_env`'s."""

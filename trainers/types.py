@@ -7,6 +7,8 @@ from typing import Any
 import jax
 from flax import struct
 
+from trainers.metrics_spec import TRAINER_METRICS
+
 
 @struct.dataclass
 class Transition:
@@ -46,22 +48,17 @@ class TrainState:
     discounted_return: Any = None
 
 
-@struct.dataclass
-class UpdateMetrics:
-    """Scalars describing one update, already reduced over devices, epochs and minibatches.
-    The fields are `metrics_spec.TRAINER_METRICS`, in order: a metric is declared there (its
-    labels, format, which clients show it) and computed here."""
+def _update_metrics_type() -> type:
+    fields = {name: jax.Array for name in TRAINER_METRICS}
+    namespace = {"__annotations__": fields, "__module__": __name__, "__doc__": (
+        "Scalars describing one update, already reduced over devices, epochs and minibatches: "
+        "one field per trainer metric (`metrics_spec.TRAINER_METRICS`, in order). A metric is "
+        "declared there or in its algorithm's package, and computed by the trainer; an algorithm "
+        "builds its metrics with `OnPolicyTrainer.report`.")}
+    return struct.dataclass(type("UpdateMetrics", (), namespace))
 
-    episode_return: jax.Array  # mean over episodes completed in this update; NaN if none
-    episode_length: jax.Array
-    episodes: jax.Array  # number of episodes completed in this update
-    policy_loss: jax.Array
-    value_loss: jax.Array
-    entropy: jax.Array
-    approx_kl: jax.Array
-    clip_frac: jax.Array
-    grad_norm: jax.Array
-    lr: jax.Array
+
+UpdateMetrics = _update_metrics_type()
 
 
 @struct.dataclass

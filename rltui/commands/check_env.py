@@ -9,6 +9,8 @@ import dataclasses
 import math
 from typing import Any, NamedTuple
 
+from trainers.algorithms import DEFAULT_ALGORITHM
+
 CHECK_ENVS = 4
 
 
@@ -64,7 +66,7 @@ def _raw(spec) -> Any:
     return getattr(inner, "_env", inner) if type(inner).__name__ == "PresampledResetWrapper" else inner
 
 
-def run_checks(env_id: str, network: str = "mlp", algo: str = "ppo") -> list[Check]:
+def run_checks(env_id: str, network: str = "mlp", algo: str = DEFAULT_ALGORITHM) -> list[Check]:
     """Every check, in order; after a failure that leaves nothing to test, the rest are not run."""
     checks: list[Check] = []
     try:
@@ -340,3 +342,26 @@ def cmd_check_env(args) -> int:
         return report(f"{env_id}: {failed[0].name}: {failed[0].reason}")
     print(f"{env_id}: training will work" + (" (see the warnings)" if any(c.status == "warn" for c in checks) else ""))
     return ExitCode.OK
+
+
+def add_parser(sub) -> None:
+    from trainers.algorithms import ALGORITHMS
+    from trainers.hparams import NETWORKS
+
+    check_env = sub.add_parser(
+        "check-env", help="check that an environment will train",
+        description="Run an environment through what training needs (import, interface, jit and vmap of reset and "
+        "step, shapes and dtypes against the declared spaces, finite scalar rewards, boolean done flags, "
+        "determinism, episode ends, one policy update) and print each check. Exit 0 when training will work, 2 "
+        "otherwise.",
+    )
+    check_env.add_argument(
+        "spec", metavar="SPEC", help="an env id (rltui envs) or an import path, my_pkg.envs:make_env"
+    )
+    check_env.add_argument("--env-kwargs", metavar="TABLE", help="keyword arguments for an import path, e.g. '{n = 3}'")
+    check_env.add_argument(
+        "--network", default="mlp", choices=NETWORKS, help="policy network (default mlp)"
+    )
+    check_env.add_argument("--algo", default=DEFAULT_ALGORITHM, choices=tuple(ALGORITHMS),
+                           help=f"algorithm (default {DEFAULT_ALGORITHM})")
+    check_env.set_defaults(run=cmd_check_env)

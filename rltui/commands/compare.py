@@ -4,8 +4,9 @@ its wall time and how its configuration differs from the first run's; `--group-b
 aggregates runs sharing a value of KEY (seeds, say) into a mean or interquartile mean
 with a bootstrap confidence interval; `--plot` draws the curves in the terminal.
 
-The statistics (`rltui.runfiles.statistics`) are plain NumPy on lists read by
-`rltui.runfiles.reader.read_run`, so the runs view shares them.
+A run's figures (`rltui.runfiles.comparison`) and the statistics (`rltui.runfiles.statistics`)
+are plain Python and NumPy on lists read by `rltui.runfiles.reader.read_run`, so the runs
+view shares them; this module writes them out.
 """
 
 from __future__ import annotations
@@ -14,130 +15,25 @@ import math
 import os
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
 
-from rltui.errors import UsageError
+from rltui.errors import ExitCode, UsageError
 from rltui.formatting import count_ticks, fmt_duration  # plain Python: no Textual
-from rltui.runfiles.reader import MEMBERS, RunData, member_tag, open_run
-from rltui.runfiles.statistics import STATISTICS, band, bootstrap, ema, mean
+from rltui.runfiles.comparison import (
+    FINAL_WINDOW,
+    RunSummary,
+    compared_column,
+    group_by,
+    grouped_value,
+    show_value,
+    summarize,
+)
+from rltui.runfiles.reader import RunData, open_run
+from rltui.runfiles.statistics import STATISTICS, band, bootstrap, ema
+from trainers.metrics_spec import EPISODE_RETURN
 
-FINAL_WINDOW = 10  # the final return: the mean of the last this many finite values
 FINAL = f"mean of last {FINAL_WINDOW}"  # what the table's final column says it is
-
-
-# --- one run's figures ---------------------------------------------------------------------------
-
-
-class RunSummary(NamedTuple):
-    name: str
-    env: str
-    algo: str
-    updates: int
-    env_steps: int
-    final: float  # mean of the last FINAL_WINDOW finite values of the metric
-    best: float
-    steps_to_threshold: int | None  # first env steps at which the metric reached the threshold
-    wall_time: float
-    differences: tuple[str, ...]  # "key=value" where the config differs from the first run's
-    problems: tuple[str, ...]
-    population: str = ""  # a population: "3x1 (members x seeds), best member 2 (lr=0.001)"; else empty
-
-
-def steps_to(steps: Sequence[int], values: Sequence[float], threshold: float) -> int | None:
-    for step, value in zip(steps, values):
-        if value >= threshold:
-            return int(step)
-    return None
-
-
-def config_differences(base: dict[str, Any], config: dict[str, Any]) -> tuple[str, ...]:
-    """"key=value" for each key whose value differs, as `--set` writes it: a table's
-    entries as dotted keys (sweep.lr=[0.0001,0.001])."""
-    out = []
-    for key in sorted(set(base) | set(config)):
-        before, after = base.get(key), config.get(key)
-        if before == after:
-            continue
-        tables = (before if before is not None else {}), (after if after is not None else {})
-        if all(isinstance(table, dict) for table in tables):  # a table on both sides, or on one and unset
-            out += [f"{key}.{difference}" for difference in config_differences(*tables)]
-        else:
-            out.append(f"{key}={_show(config.get(key, '(unset)'))}")
-    return tuple(out)
-
-
-def _show(value: Any) -> str:
-    from rltui.config.toml_text import show_setting
-
-    return show_setting(value, compact=True)
-
-
-def summarize(run: RunData, metric: str, threshold: float | None, base: dict[str, Any]) -> RunSummary:
-    """A run's figures of `metric`. A population is compared by its best member (the one
-    whose final value is highest): its final, best and steps to the threshold."""
-    compared = compared_column(run, metric)
-    steps, values = compared.steps, compared.values
-    population = ""
-    if run.num_members and not metric.startswith(MEMBERS + "/"):
-        population = f"{run.num_members}x{run.num_seeds}"
-        if compared.member is not None:
-            population += f", best member {compared.member}{_member_values(run, compared.member)}"
-    last = run.records[-1] if run.records else {}
-    tail = values[-FINAL_WINDOW:]
-    return RunSummary(
-        name=run.name,
-        env=str(run.config.get("env", "?")),
-        algo=str(run.config.get("algo", "?")),
-        updates=int(last.get("update", 0) or 0),
-        env_steps=int(last.get("env_steps", 0) or 0),
-        final=mean(tail) if tail else math.nan,
-        best=max(values) if values else math.nan,
-        steps_to_threshold=steps_to(steps, values, threshold) if threshold is not None else None,
-        wall_time=float(last.get("wall_time", 0.0) or 0.0),
-        differences=config_differences(base, run.config) if run.config is not base else (),
-        problems=tuple(run.problems),
-        population=population,
-    )
-
-
-class Compared(NamedTuple):
-    steps: list[int]
-    values: list[float]
-    member: int | None  # the population member these are of; None: the run's own column
-
-
-def compared_column(run: RunData, metric: str) -> Compared:
-    """What a run is compared by: its `metric`, or for a population its best member's."""
-    if run.num_members and not metric.startswith(MEMBERS + "/"):
-        best = _best_member(run, metric)
-        if best is not None:
-            return Compared(*run.column(member_tag(best, metric)), best)
-    return Compared(*run.column(metric), None)
-
-
-def _best_member(run: RunData, metric: str) -> int | None:
-    """The member whose final `metric` (mean of its last FINAL_WINDOW values) is highest."""
-    finals = {}
-    for m in range(run.num_members):
-        tail = run.column(member_tag(m, metric))[1][-FINAL_WINDOW:]
-        if tail:
-            finals[m] = mean(tail)
-    return max(finals, key=lambda m: (finals[m], -m)) if finals else None
-
-
-def _member_values(run: RunData, member: int) -> str:
-    """ " (lr=0.001)": the member's values of the swept keys, as its population.jsonl last
-    recorded them."""
-    table = run.member_table()
-    row = next((r for r in table if r.get("member") == member), None)
-    values = row.get("values") if row else None
-    sweep = run.config.get("sweep")
-    if not isinstance(values, dict) or not isinstance(sweep, dict):
-        return ""
-    shown = [f"{k}={_show(values[k])}" for k in sweep if isinstance(values.get(k), (int, float))]
-    return f" ({' '.join(shown)})" if shown else ""
 
 
 # --- output ---------------------------------------------------------------------------------------
@@ -187,40 +83,9 @@ def group_table(runs: Sequence[RunData], key: str, metric: str, statistic: str) 
         bests = [s for s in (summarize(r, metric, None, r.config).best for r in members) if math.isfinite(s)]
         final = bootstrap(finals, STATISTICS[statistic])
         best = bootstrap(bests, STATISTICS[statistic])
-        rows.append([f"{key}={_show(value)}", str(len(members)), _num(final.center),
+        rows.append([f"{key}={show_value(value)}", str(len(members)), _num(final.center),
                      f"[{_num(final.low)}, {_num(final.high)}]", _num(best.center)])
     return render_table(header, rows, {1, 2, 4})
-
-
-def group_by(runs: Sequence[Any], key: str, value_of: Callable[[Any], Any] | None = None) -> dict[Any, list[Any]]:
-    """Runs by their value of config key `key` (or `value_of(run)`), in order of first
-    appearance; lists are made hashable as tuples."""
-    groups: dict[Any, list[Any]] = {}
-    for run in runs:
-        value = run.config.get(key) if value_of is None else value_of(run)
-        groups.setdefault(tuple(value) if isinstance(value, list) else value, []).append(run)
-    return groups
-
-
-def grouped_value(run: RunData, key: str, metric: str) -> Any:
-    """What `--group-by key` groups `run` by: its config's value, or for a population its
-    best member's (`compared_column`), the one it is compared by."""
-    best = compared_column(run, metric).member if run.num_members else None
-    return member_value(run.member_table(), best, key, run.config.get(key))
-
-
-def member_value(table: Sequence[dict[str, Any]], member: int | None, key: str, default: Any) -> Any:
-    """The value of `key` that `member` trains with, from a population's member table (as
-    population.jsonl last recorded it), in six significant figures as a config holds it;
-    `default` when there is no such member or it holds no such key."""
-    from rltui.config.build import hparams_as_config
-
-    row = next((r for r in table if r.get("member") == member), None) if member is not None else None
-    values = row.get("values") if row is not None else None
-    if not isinstance(values, dict) or not isinstance(values.get(key), (int, float)):
-        return default
-    value = hparams_as_config({key: values[key]}).get(key, values[key])
-    return value if isinstance(value, bool) else float(f"{value:.6g}")
 
 
 def wants_colour(stream) -> bool:
@@ -264,7 +129,7 @@ def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | No
             b = band(curves, statistic)
             center = _plottable(b.steps, b.center)
             if len(center[0]):
-                label = f"{group}={_show(value)} ({len(members)})"
+                label = f"{group}={show_value(value)} ({len(members)})"
                 plt.plot(*center, label=label, marker=marker(index))
                 plt.plot(*_plottable(b.steps, b.low), marker="dot" if colour else ".")
                 plt.plot(*_plottable(b.steps, b.high), marker="dot" if colour else ".")
@@ -314,7 +179,7 @@ def cmd_compare(args) -> int:
         print()
         print(plot(runs, args.metric, args.smooth, group=args.group_by, statistic=args.statistic,
                    colour=wants_colour(sys.stdout)))
-    return 0
+    return ExitCode.OK
 
 
 def add_parser(sub) -> None:
@@ -325,7 +190,7 @@ def add_parser(sub) -> None:
                     "directories are only read.",
     )
     compare.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", help="run directories (runs/NAME)")
-    compare.add_argument("--metric", default="episode_return", help="the metric compared (default episode_return)")
+    compare.add_argument("--metric", default=EPISODE_RETURN, help=f"the metric compared (default {EPISODE_RETURN})")
     compare.add_argument("--threshold", type=float, help="report the env steps each run took to reach this value")
     compare.add_argument("--group-by", metavar="KEY",
                          help="aggregate runs sharing a value of config KEY (e.g. seed, lr)")
@@ -334,3 +199,4 @@ def add_parser(sub) -> None:
     compare.add_argument("--plot", action="store_true", help="draw the curves in the terminal")
     compare.add_argument("--smooth", type=float, default=0.6,
                          help="EMA weight of the plotted curves, in [0, 1); 0 draws them raw (default 0.6)")
+    compare.set_defaults(run=cmd_compare)

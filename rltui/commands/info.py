@@ -6,41 +6,20 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rltui.errors import report
+from rltui.errors import ExitCode, report
 
 
 def _load(path_arg: str, command: str | None = None) -> tuple[Path, bytes, dict]:
     """The checkpoint PATH names (a file, or a run directory's latest). `command` ("info",
     "eval") words the hint for a folder of runs."""
     from rltui.errors import LaunchError
-    from rltui.runfiles.resume import load_verified_checkpoint
+    from rltui.runfiles.checkpoints import load_verified_checkpoint
     from trainers.checkpoint import CheckpointError
 
     try:
         return load_verified_checkpoint(Path(path_arg), "checkpoint", command)
     except LaunchError as err:
         raise CheckpointError(str(err)) from None
-
-
-def folder_of_runs_hint(path: Path, command: str | None, shown: int = 3, flag: str = "checkpoint") -> str | None:
-    """For a directory that is no run and holds no checkpoints but holds runs (runs/, say):
-    one line saying so and naming a few, those with checkpoints first; None for anything
-    else. `command` ("info", "launch --resume"): what the line says to type."""
-    from rltui.runfiles.reader import is_run_dir
-    from rltui.session.checkpoints import CheckpointStore
-
-    if not path.is_dir() or is_run_dir(path) or CheckpointStore(path).paths() or CheckpointStore.for_run(path).paths():
-        return None
-    try:
-        runs = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".") and is_run_dir(p))
-    except OSError:
-        return None
-    if not runs:
-        return None
-    runs.sort(key=lambda p: CheckpointStore.for_run(p).latest() is None)  # stable: by name within each
-    names = ", ".join(p.name for p in runs[:shown]) + (", ..." if len(runs) > shown else "")
-    pick = f"rltui {command} {path / 'NAME'}" if command else str(path / "NAME")
-    return f"{flag}: {path} is a folder of runs; pick one: {pick} ({names})"
 
 
 def _fail(message: str) -> int:
@@ -244,7 +223,7 @@ def cmd_info(args) -> int:
     except (OSError, CheckpointError) as err:
         return _fail(str(err))
     print(json.dumps(record, indent=2) if args.json else render_info(record))
-    return 0
+    return ExitCode.OK
 
 
 def cmd_eval(args) -> int:
@@ -283,7 +262,7 @@ def cmd_eval(args) -> int:
 
     from rltui.config.memory import check_evaluation_fits, tree_bytes
     from rltui.errors import UsageError
-    from rltui.runfiles.resume import portable_template, state_shapes
+    from rltui.runfiles.checkpoints import portable_template, state_shapes
     from rltui.watch.params import acting_template
     from trainers.env_import import EnvImportError
     from trainers.evaluate import evaluate
@@ -335,8 +314,31 @@ def cmd_eval(args) -> int:
         for i, agent in enumerate(returns):
             print(f"  seed {config.seed + i}: {_stats(agent)}")
     print(_stats(returns))
-    return 0
+    return ExitCode.OK
 
 
 def _stats(returns) -> str:
     return f"mean {returns.mean():.2f}  std {returns.std():.2f}  min {returns.min():.2f}  max {returns.max():.2f}"
+
+
+def add_parser(sub) -> None:
+    """`rltui eval` and `rltui info`: both read a checkpoint."""
+    evaluate = sub.add_parser(
+        "eval", help="run a checkpoint's policy and print its returns",
+        description="Run a checkpoint's policy for whole episodes and print mean, std, min and max return.",
+    )
+    evaluate.add_argument("path", metavar="PATH", help="checkpoint file, or run directory (its latest checkpoint)")
+    evaluate.add_argument("--episodes", type=int, default=32, help="number of episodes (default 32)")
+    evaluate.add_argument("--sample", action="store_true", help="sample actions from the policy (default: greedy)")
+    evaluate.add_argument("--seed", type=int, default=0, help="seed for the evaluation episodes (default 0)")
+
+    evaluate.set_defaults(run=cmd_eval)
+
+    info = sub.add_parser(
+        "info", help="report on a checkpoint",
+        description="Report on a checkpoint: where training was, the hyperparameters and configuration that apply "
+        "to its algorithm, its edits and the library versions. Never imports the run's env module.",
+    )
+    info.add_argument("path", metavar="PATH", help="checkpoint file, or run directory (its latest checkpoint)")
+    info.add_argument("--json", action="store_true", help="print the report as JSON, for scripts")
+    info.set_defaults(run=cmd_info)

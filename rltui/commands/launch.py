@@ -3,28 +3,27 @@ hand over to the dashboard or the headless runner."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
 from typing import NamedTuple
 
+from rltui.assembly import build_session, check_agents_fit, start_control_server
 from rltui.config.build import (
+    KEYS,
     ConfigError,
     RunConfig,
     build_config,
     check_devices,
+    check_run_name,
 )
 from rltui.config.toml_text import load_toml, parse_overrides
-from rltui.errors import LaunchError, UsageError, report
-from rltui.runfiles.resume import (
-    VerifiedCheckpoint,
-    apply_resume,
-    load_verified_checkpoint,
-    prepare_resume,
-    resume_target,
-    resumed_config,
-)
+from rltui.errors import LaunchError, UsageError, report, warn
+from rltui.runfiles.checkpoints import VerifiedCheckpoint, load_verified_checkpoint
+from rltui.runfiles.names import CHECKPOINTS
 from rltui.ui import can_show_dashboard
+from trainers.keys import quote
 
 
 class LaunchPlan(NamedTuple):
@@ -50,6 +49,9 @@ def _config_and_resume(args) -> LaunchPlan:
         notices = (_preset_notice(preset) if preset is not None else None,
                    _rounding_notice(config) if "total_timesteps" in given else None)
         return LaunchPlan(config, None, preset, tuple(n for n in notices if n), frozenset(given))
+    # The session package is imported where a launch needs it: every command's start loads this module.
+    from rltui.session.resume import resumed_config
+
     resume = load_verified_checkpoint(Path(args.resume), "--resume", "launch --resume")
     config = resumed_config(resume, given)
     notice = _rounding_notice(config) if "total_timesteps" in given else None
@@ -92,7 +94,9 @@ def _presumed_run_dir(args) -> Path | None:
         return None
     path = Path(args.resume)
     if path.is_dir():
-        return path.parent if path.name == "checkpoints" else path
+        return path.parent if path.name == CHECKPOINTS else path
+    from rltui.session.resume import resume_target
+
     try:
         return resume_target(args, path).run_dir
     except LaunchError:
@@ -102,13 +106,14 @@ def _presumed_run_dir(args) -> Path | None:
 def launch(args, spec=None) -> int:
     """`spec`: a `multiprocess.DistributedSpec` when this is one process of a multi-process run."""
     from rltui.runfiles.rundir import check_not_in_use
+    from rltui.session.resume import apply_resume, prepare_resume, resume_target
 
     writer = spec is None or spec.writer
     try:
         if writer and (presumed := _presumed_run_dir(args)) is not None:
             check_not_in_use(presumed)  # a directory in use is refused at once, before any import of JAX
         config, resume, preset, notices, given = _config_and_resume(args)
-        from rltui.loggers import check_loggers
+        from rltui.loggers.base import check_loggers
 
         check_loggers(config.loggers)  # a logger whose library is missing: refused before anything starts
         target = resume_target(args, resume.path) if resume is not None and writer else None
@@ -125,7 +130,7 @@ def launch(args, spec=None) -> int:
         )
         headless = True
     if headless and args.theme:
-        print("rltui: warning: --theme has no effect without the dashboard", file=sys.stderr)
+        warn("--theme has no effect without the dashboard")
     theme = None
     if not headless:
         try:
@@ -236,100 +241,121 @@ def _run_peer(config: RunConfig, devices: list, spec) -> int:
     return run_headless(session, None, peer_label=spec.label)
 
 
-def start_control_server(session, run_dir: Path, config: RunConfig):
-    """Listen on the run's control socket (`rltui attach`); None, with a warning, if it
-    cannot: the run itself does not need it. The launch layer owns the server, so that
-    only one process of a multi-process run will."""
-    from rltui.control.server import ControlServer, ControlServerError
-
-    server = ControlServer(session, run_dir, config=config.to_toml_dict())
-    try:
-        server.start()
-    except ControlServerError as err:
-        print(f"rltui: warning: control socket: {err}; rltui attach is off for this run", file=sys.stderr)
-        return None
-    return server
-
-
-def build_session(config: RunConfig, devices: list, run_dir: Path | None, resume_data: bytes | None, spec=None,
-                  hparams=None, preset: dict | None = None):
-    """`run_dir` None: a peer process of a multi-process run, which records nothing.
-    `hparams`: the live hyperparameters to start from, if not the config's. `preset`: what
-    presets.toml set for the run (`presets.applied`), kept in its checkpoints for `rltui info`."""
-    from rltui.session import TrainingSession
-    from rltui.session.backend import JaxBackend
-    from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore
-    from rltui.session.distributed import PeerCheckpoints, ProcessSync
-    from rltui.session.evaluation import EvaluationPolicy, JaxEvaluator
-    from rltui.session.recorder import RunRecorder
-
-    backend = JaxBackend(config.static_config(), config.seed, devices)
-    evaluation = EvaluationPolicy(config.eval_every_updates, config.eval_episodes, config.stop_at_eval_return)
-    evaluator = JaxEvaluator(backend, config.eval_episodes, config.seed) if evaluation.enabled else None
-    store = CheckpointStore.for_run(run_dir, keep=config.keep_checkpoints) if run_dir else PeerCheckpoints()
-    session = TrainingSession(
-        backend,
-        hparams if hparams is not None else config.dynamic_hparams(),
-        config.total_updates,
-        chunk_seconds=config.chunk_seconds,
-        checkpoints=store,
-        checkpoint_policy=CheckpointPolicy(
-            every_updates=config.checkpoint_every_updates,
-            every_minutes=config.checkpoint_minutes,
-            keep=config.keep_checkpoints,
-        ),
-        run_metadata={"config": config.to_toml_dict(), **({"preset": preset} if preset else {})},
-        resume=resume_data,
-        sync=ProcessSync(spec.process_id) if spec else None,
-        evaluation=evaluation,
-        evaluator=evaluator,
-        population=make_population(config, hparams if hparams is not None else config.dynamic_hparams()),
-    )
-    if run_dir is None:
-        return session, None
-    if resume_data is not None:
-        # The curves show the whole run: its updates before the checkpoint, from the
-        # metrics.jsonl the launch has cut at that checkpoint.
-        session.load_history(run_dir / "metrics.jsonl")
-    recorder = RunRecorder(run_dir)
-    session.add_listener(recorder)
-    from rltui.loggers import open_loggers
-
-    loggers = open_loggers(config.loggers, run_dir, config.to_toml_dict(), config.steps_per_update, session.warn)
-    if loggers is not None:
-        session.add_listener(loggers)  # after the recorder: metrics.jsonl is written first
-    return session, recorder
-
-
-def check_agents_fit(config: RunConfig, devices: list) -> None:
-    """A run (one agent, or many: seeds, members) is refused before anything is built,
-    compiled or written, in one line, when its estimated memory exceeds what the devices
-    have free (UsageError): a network too wide, a batch too large, a resumed checkpoint's."""
-    from rltui.config.memory import check_checkpoint_fits, check_population_fits
-    from trainers.envs import make_env
-
-    static = config.static_config()
-    spec = make_env(static.env_id)
-    # Memory first: a run that cannot train is told so, not that its checkpoints would be large.
-    check_population_fits(static, spec, devices, eval_episodes=config.eval_episodes if config.eval_every_updates else 0)
-    check_checkpoint_fits(static, spec)
-
-
-def make_population(config: RunConfig, base):
-    """The session's population for `config`'s sweep (None without one): every member starts
-    from `base` with its swept values."""
-    from rltui.config.sweep import plan_sweep
-
-    sweep = plan_sweep(config)
-    if sweep is None:
-        return None
-    from rltui.session.population import PBTPolicy, Population
-
-    pbt = PBTPolicy(every_updates=config.pbt_every_updates, fraction=config.pbt_fraction,
-                    perturb=tuple(config.pbt_perturb), metric=config.pbt_metric, keys=tuple(config.pbt_keys),
-                    seed=config.sweep_seed)
-    return Population(base, sweep.members, config.num_seeds, pbt)
-
-
 def _error(message: str) -> int:
     return report(UsageError(message))
+
+
+def _keys_epilog() -> str:
+    defaults = RunConfig()
+    lines = ["configuration keys (TOML file or --set; * = editable while training):"]
+    width = max(len(key) for key in KEYS) + 1
+    for key, info in KEYS.items():
+        value = getattr(defaults, key)
+        if isinstance(value, tuple):
+            value = list(value)
+        elif isinstance(value, bool):
+            value = str(value).lower()
+        elif value is None:  # TOML has no null: such a key is left out of a file (`--set KEY=none`)
+            value = "unset"
+        lines.append(f"  {key + ('*' if info.live else ''):<{width}} {info.meaning} (default: {value})")
+    lines.append("")
+    lines.append(
+        "precedence: built-in defaults < the env's family defaults < its tuned preset (`rltui envs` lists them; "
+        "--no-preset skips both)"
+        " < --config file < --set"
+    )
+    return "\n".join(lines)
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser(
+        "launch",
+        help="start a training run",
+        description="Start a training run: PPO on a gymnax environment, built-in defaults unless told otherwise.",
+        epilog=_keys_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--no-ui", action="store_true", help="run headless: progress bar, run files, no dashboard")
+    parser.add_argument("--config", metavar="FILE", type=Path, help="TOML file of configuration keys (flat: lr = 3e-4)")
+    parser.add_argument(
+        "--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
+        help="override one configuration key (repeatable), e.g. --set lr=3e-4 --set env=Acrobot-v1",
+    )
+    parser.add_argument(
+        "--no-preset", action="store_true",
+        help="ignore the environment's family defaults and tuned preset: built-in defaults < --config < --set only",
+    )
+    parser.add_argument(
+        "--sweep", metavar="KEY=SPEC", action="append", default=[], dest="sweeps",
+        help="train a population: sweep a traced key over a list, --sweep 'lr=[1e-4,3e-4]', or a distribution, "
+        "--sweep 'ent_coef=loguniform(1e-4,1e-2)' (quoted for the shell; repeatable; wins over the --config "
+        "file's [sweep] entry for the same key)",
+    )
+    parser.add_argument(
+        "--sweep-size", metavar="N",
+        help="draw N members from the sweep (lists as choices); without it a sweep of lists is every combination",
+    )
+    parser.add_argument("--run-dir", metavar="DIR", help="directory for this run's files (default: runs/<name>)")
+    parser.add_argument("--name", metavar="NAME", help="run name under runs/ (default: <env>-<algo>-<timestamp>)")
+    parser.add_argument(
+        "--no-compile-cache", action="store_true",
+        help="do not use JAX's persistent compilation cache (default: on, under the user cache directory)",
+    )
+    parser.add_argument(
+        "--resume", metavar="PATH",
+        help="continue a run from a checkpoint file, or from a run directory's latest checkpoint "
+        "(dynamic keys may be changed with --set; shape-changing keys may not)",
+    )
+    parser.add_argument("--theme", metavar="NAME", help="dashboard theme (default rltui-dark; see the command palette)")
+    multi = parser.add_argument_group(
+        "one run over several processes (several hosts, or one process per GPU; headless only)",
+        "Start the same command in every process, with its own --process-id; process 0 writes the run files "
+        "and checkpoints and owns the control socket. A peer that does not join within --peer-timeout seconds, "
+        "or dies, ends every process with a one-line message and exit code 4.",
+    )
+    multi.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0 (reachable from every process)")
+    multi.add_argument("--num-processes", metavar="N", type=int, help="number of processes in the run")
+    multi.add_argument("--process-id", metavar="I", type=int, help="this process's index, 0 to N-1")
+    multi.add_argument(
+        "--peer-timeout", metavar="SECONDS", type=int,
+        help="seconds to wait for every process to join, and without a peer's heartbeat before giving up (default 60)",
+    )
+    parser.set_defaults(run=run)
+
+
+def sweep_overrides(sweeps: list[str], sweep_size: str | None) -> list[str]:
+    """`--sweep KEY=SPEC` and `--sweep-size N` as `--set` items (`sweep.KEY=SPEC`, an entry of
+    the sweep table, and `sweep_size=N`), which follow the --set items and so win over them;
+    UsageError for a malformed flag."""
+    items = []
+    for item in sweeps:
+        key, sep, spec = item.partition("=")
+        if not sep or not key.strip() or not spec.strip():
+            raise UsageError(f"--sweep: expected KEY=SPEC, like lr=[1e-4,3e-4] or lr=loguniform(1e-4,1e-2), "
+                             f"got {quote(item)}")
+        items.append(f"sweep.{key.strip()}={spec.strip()}")
+    if sweep_size is not None:
+        try:
+            size = int(sweep_size.strip())
+        except ValueError:
+            size = None
+        if size is None or size < 1:
+            raise UsageError(f"--sweep-size: expected a number of members, 1 or more, got {quote(sweep_size)}")
+        items.append(f"sweep_size={size}")
+    return items
+
+
+def run(args: argparse.Namespace) -> int:
+    """`rltui launch`: one process, or the supervisor of a multi-process run (which starts
+    this same command line, `args.argv`, in each process)."""
+    from rltui.commands import multiprocess
+    args.overrides = [*args.overrides, *sweep_overrides(args.sweeps, args.sweep_size)]
+    try:
+        if args.name is not None:
+            check_run_name(args.name)  # before anything is written, in any process
+        spec = multiprocess.spec_from_args(args)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if spec is not None and not multiprocess.is_supervised():
+        return multiprocess.supervise(spec, args.argv)
+    return launch(args, spec)

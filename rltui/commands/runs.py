@@ -5,18 +5,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import NamedTuple
 
-from rltui.errors import UsageError
+from rltui.errors import ExitCode, UsageError
 from rltui.runfiles.discovery import check_root, scan_runs
 from rltui.runfiles.loading import RunCache
-from rltui.runfiles.reader import CONFIG, METRICS
-
-
-class AttachRequest(NamedTuple):
-    """What the view exits with when Enter is pressed on a live run."""
-
-    run_dir: Path
+from rltui.runfiles.names import CONFIG, METRICS
+from rltui.runs_view.rows import AttachRequest
 
 
 def cmd_runs(args) -> int:
@@ -24,7 +18,7 @@ def cmd_runs(args) -> int:
     check_root(root)
     if not scan_runs(root):
         print(f"no runs in {root} (a run directory holds {METRICS} or {CONFIG})")
-        return 0
+        return ExitCode.OK
     from rltui.ui import can_show_dashboard
     from rltui.ui.themes import check_theme
 
@@ -43,7 +37,7 @@ def cmd_runs(args) -> int:
         app = RunsApp(root, cache=cache, theme=theme, state=state)
         result = app.run()
         if not isinstance(result, AttachRequest):
-            return app.return_code or 0
+            return app.return_code or ExitCode.OK
         state = app.runs_screen.list_state()  # the list comes back as it was left
         from argparse import Namespace
 
@@ -65,3 +59,4 @@ def add_parser(sub) -> None:
     )
     runs.add_argument("dir", metavar="DIR", nargs="?", default="runs", help="a directory of runs (default runs)")
     runs.add_argument("--theme", metavar="NAME", help="theme (default rltui-dark)")
+    runs.set_defaults(run=cmd_runs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from rltui.errors import UsageError
+from rltui.errors import ExitCode, UsageError
 from rltui.watch.player import Player
 from rltui.watch.record import check_record_path, record
 
@@ -43,7 +43,7 @@ def load_player(args) -> Player:
     import jax
 
     from rltui.config.memory import check_policy_fits, tree_bytes
-    from rltui.runfiles.resume import portable_template, state_shapes
+    from rltui.runfiles.checkpoints import portable_template, state_shapes
     from rltui.watch.params import acting_template
     from trainers.parallel import build
 
@@ -67,8 +67,23 @@ def cmd_watch(args) -> int:
         count = record(player, args.episodes, path)
         print(f"wrote {args.episodes} episode{'s' if args.episodes != 1 else ''} ({count} frames, animated SVG) "
               f"to {path.resolve()}")
-        return 0
+        return ExitCode.OK
     from rltui.ui.screens.watch import WatchApp
 
     WatchApp(player, episodes=args.episodes).run()
-    return 0
+    return ExitCode.OK
+
+
+def add_parser(sub) -> None:
+    watch = sub.add_parser(
+        "watch", help="watch a saved policy play, in the terminal",
+        description="Open a view of a checkpoint's policy playing episodes, drawn in the terminal, with the action, "
+        "the policy's probabilities (or mean and std) and V(s). Keys: space pause, n step, g greedy/sampled, "
+        "s next seed, +/- speed, q close. --record writes the episodes as an animated SVG instead.",
+    )
+    watch.add_argument("path", metavar="PATH", help="checkpoint file (best.msgpack too), or run directory (its latest)")
+    watch.add_argument("--episodes", type=int, default=1, help="episodes to play (default 1)")
+    watch.add_argument("--sample", action="store_true", help="sample actions from the policy (default: greedy)")
+    watch.add_argument("--seed", type=int, default=0, help="seed for the episodes (default 0)")
+    watch.add_argument("--record", metavar="OUT.svg", help="write the episodes to an animated SVG file, no view")
+    watch.set_defaults(run=cmd_watch)

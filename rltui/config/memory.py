@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rltui.errors import UsageError
+from trainers.algorithms import algorithm
 
 FLOAT = 4  # bytes: everything the trainer keeps is float32 (or int32/uint32 of the same size)
 SAFETY = 2.0
@@ -84,9 +85,8 @@ def agent_footprint(static: Any, spec: Any, *, eval_episodes: int = 0) -> AgentF
 
 
 def _rows(static: Any) -> int:
-    """The rows of one gradient step: a minibatch (PPO), or the whole batch."""
-    steps = static.num_envs * static.num_steps
-    return steps // static.num_minibatches if static.algo == "ppo" else steps
+    """The rows of one gradient step: the batch over the algorithm's minibatches."""
+    return static.num_envs * static.num_steps // algorithm(static.algo).minibatches(static)
 
 
 def _shapes(static: Any, spec: Any) -> tuple[int, int, bool]:

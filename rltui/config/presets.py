@@ -1,4 +1,5 @@
-"""Tuned settings per environment, shipped with the package (`presets.toml`).
+"""Tuned settings per environment: each algorithm's, shipped in its package
+(`trainers/algorithms/NAME/presets.toml`, where it has any).
 
 Precedence, lowest first: built-in defaults < the algorithm's defaults < the env's family
 defaults < the env's own preset < `--config` file < `--set`. Families and presets hold
@@ -14,6 +15,9 @@ import tomllib
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any
+
+from rltui.config.keys import coerce_value, defaults
+from trainers.algorithms import ALGORITHMS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +38,8 @@ class PresetResult:
     optimum: float | None = None
 
 
-FAMILIES = "family"  # the table of an algorithm's families in presets.toml, beside its env presets
+PRESETS_FILE = "presets.toml"  # in an algorithm's package
+FAMILIES = "family"  # the table of an algorithm's families in its presets, beside its env presets
 RESULT = "result"
 
 # Envs with continuous (Box) actions, which share the `continuous` family whatever their
@@ -48,8 +53,12 @@ CONTINUOUS_ACTIONS = frozenset(
 
 @functools.lru_cache(maxsize=1)
 def _load() -> dict[str, Any]:
-    text = resources.files("rltui.config").joinpath("presets.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    """Every algorithm's presets, by algorithm (an algorithm without a presets file has none)."""
+    tables = {}
+    for name, algorithm in ALGORITHMS.items():
+        file = resources.files(algorithm.package).joinpath(PRESETS_FILE)
+        tables[name] = tomllib.loads(file.read_text(encoding="utf-8")) if file.is_file() else {}
+    return tables
 
 
 def family_of(env: str) -> str | None:
@@ -81,7 +90,7 @@ def preset(algo: str, env: str) -> Mapping[str, Any]:
 
 
 def settings(algo: str, env: str) -> Mapping[str, Any]:
-    """What `env` gets from presets.toml: its family's keys, then its own preset's over them."""
+    """What `env` gets from `algo`'s presets: its family's keys, then its own preset's over them."""
     return {**family(algo, env), **preset(algo, env)}
 
 
@@ -96,22 +105,20 @@ def result(algo: str, env: str) -> PresetResult | None:
 
 
 def has_preset(algo: str, env: str) -> bool:
-    """Whether presets.toml has a table of `algo`'s for `env` itself (even one that only
-    records a result)."""
+    """Whether `algo`'s presets have a table for `env` itself (even one that only records a
+    result)."""
     return env != FAMILIES and env in _load().get(algo, {})
 
 
 def applied(algo: str, env: str, given: Mapping[str, Any]) -> dict[str, Any] | None:
-    """What presets.toml changed for a new run on `env`: the keys of its family and preset that
+    """What the presets changed for a new run on `env`: the keys of its family and preset that
     `given` (the config file and --set together) neither sets nor sweeps and that differ from
     `algo`'s defaults, as {"env", "preset": env or None, "family": name or None, "settings"}
     (TOML values, as the run's metadata keeps them); None where it changed nothing."""
-    from rltui.config.build import ALGO_DEFAULTS, KEYS, coerce_value
-
-    defaults = {key: spec.default for key, spec in KEYS.items()} | ALGO_DEFAULTS.get(algo, {})
+    builtin = defaults(algo)
     swept = given.get("sweep") if isinstance(given.get("sweep"), Mapping) else {}
     changed = {key: value for key, value in settings(algo, env).items() if key not in given and key not in swept
-               and coerce_value(key, value) != coerce_value(key, defaults[key])}
+               and coerce_value(key, value) != coerce_value(key, builtin[key])}
     if not changed:
         return None
     return {"env": env, "preset": env if preset(algo, env) else None, "family": family_of(env) if family(algo, env)

@@ -2,8 +2,9 @@
 
     python -m rltui.config.reference > docs/configuration.md
 
-The page is rendered from `rltui.config.build.KEYS` (each key's meaning, rule and kind) and
-`RunConfig`'s defaults, so the documentation cannot drift from the code;
+The page is rendered from `rltui.config.keys.KEYS` (each key's meaning, rule and kind),
+`RunConfig`'s defaults and each algorithm's declaration (`trainers.algorithms`: the keys only
+it reads, its own defaults), so the documentation cannot drift from the code;
 tests/cli/test_docs.py fails when the committed page differs from what this renders.
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from rltui.config.build import KEYS, RunConfig
+from trainers.algorithms import ALGORITHMS
 
 REGENERATE = "python -m rltui.config.reference > docs/configuration.md"
 
@@ -23,15 +25,16 @@ _INTRO = f"""\
 <!-- Generated from the key tables; do not edit by hand.
      Regenerate with: {REGENERATE} -->
 
-This page is generated from the key tables (`trainers/hparams.py` for the trainer's keys,
-`rltui/config/build.py` for the run's); regenerate it with
+This page is generated from the key tables (`trainers/hparams.py` for the trainer's shared
+keys, each algorithm's package under `trainers/algorithms/` for its own, and
+`rltui/config/keys.py` for the run's); regenerate it with
 `{REGENERATE}`.
 
 Every key is set the same way in a TOML file (`--config FILE`, flat keys: `lr = 3e-4`) and
 with `--set KEY=VALUE` (read as TOML: `--set hidden_sizes=[128,128]`,
 `--set anneal_lr=false`; a bare word is a string: `--set env=Acrobot-v1`; a value that
 opens or closes with a bracket or a brace must be a whole array or table). Precedence,
-lowest first: built-in defaults < the algorithm's defaults (REINFORCE) < the
+lowest first: built-in defaults < the algorithm's defaults ([below](#algorithms)) < the
 environment's family defaults < its tuned preset ([presets](presets.md)) < `--config` <
 `--set`; `--no-preset` skips the family and the preset. A run writes
 its effective configuration to `config.toml` in its run directory.
@@ -42,6 +45,12 @@ socket](control-protocol.md)) without recompiling. The others change shapes or t
 program, or the run around it: "on resume" keys may change when a run is resumed (see
 [run directory](run-directory.md#resume)), the others only in a new run.
 """
+
+_ALGORITHMS = """\
+Each algorithm ([algorithms](algorithms.md)) reads every key above except those another
+algorithm reads alone (listed here), and may declare its own defaults for shared keys,
+which replace the built-in ones in a run of it (still below the environment's preset, a
+file and `--set`)."""
 
 _OUTRO = """\
 ## Rules across keys
@@ -97,6 +106,21 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+class AlgorithmRow(NamedTuple):
+    """One row of the algorithms' table: an algorithm, the keys only it reads, and its own
+    defaults for shared keys (as TOML)."""
+
+    name: str
+    keys: tuple[str, ...]
+    defaults: tuple[str, ...]
+
+
+def algorithm_rows() -> Iterator[AlgorithmRow]:
+    for name, algorithm in ALGORITHMS.items():
+        defaults = tuple(f"{key} = {toml_value(value)}" for key, value in algorithm.defaults.items())
+        yield AlgorithmRow(name, tuple(key.name for key in algorithm.keys if key.config), defaults)
+
+
 def render_markdown() -> str:
     """The whole page, ending in one newline."""
     table = ["| key | default | allowed | changes | meaning |", "|---|---|---|---|---|"]
@@ -105,7 +129,13 @@ def render_markdown() -> str:
         table.append(
             f"| `{row.name}` | {default} | {_cell(row.allowed)} | {_WHEN[row.when]} | {_cell(row.meaning)} |"
         )
-    return "\n".join([_INTRO, "## Keys", "", *table, "", _OUTRO]).rstrip("\n") + "\n"
+    algorithms = ["| `algo` | keys only it reads | its own defaults |", "|---|---|---|"]
+    for row in algorithm_rows():
+        keys = ", ".join(f"`{key}`" for key in row.keys) or "-"
+        defaults = ", ".join(f"`{_cell(default)}`" for default in row.defaults) or "-"
+        algorithms.append(f"| `{row.name}` | {keys} | {defaults} |")
+    return "\n".join([_INTRO, "## Keys", "", *table, "", "## Algorithms", "", _ALGORITHMS, "", *algorithms, "",
+                      _OUTRO]).rstrip("\n") + "\n"
 
 
 if __name__ == "__main__":

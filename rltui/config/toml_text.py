@@ -1,5 +1,5 @@
 """Configuration as TOML text: a `--config` file and `--set key=value` items read into
-values for `config.build_config`, and a `RunConfig` written back as the run's config.toml.
+values for `build.build_config`, and a `RunConfig` written back as the run's config.toml.
 Files and values are read as data (tomllib), never executed; every bad one raises
 `ConfigError` with one line naming the field, or the file."""
 
@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from rltui.config.build import ConfigError, RunConfig, TableEntries, coerce_value, known_key
+from rltui.config.keys import ConfigError, TableEntries, coerce_value, known_key
 from trainers.keys import quote
 
 
@@ -116,7 +116,8 @@ def load_toml(path: Path) -> dict[str, Any]:
     return values
 
 
-def dump_toml(config: RunConfig) -> str:
+def dump_toml(config: Any) -> str:
+    """`config` (a RunConfig) as the TOML of a run's config.toml."""
     import tomli_w
 
     return tomli_w.dumps(config.to_toml_dict())

@@ -1,13 +1,12 @@
-"""The control server's clients (`ControlServer`'s share of them): each client's
-connection and what it is owed, and the queueing and sending of it.
+"""The control server's clients: each client's connection and what it is owed, and the
+queueing and sending of it (`ConnectedClients`, which the server holds).
 
 What a client is owed waits in its queue, in order: encoded messages (shared by every
 client sent them), the snapshots it fell behind on, merged (`OwedSnapshot`), and the
 policy's parameters, sent a piece at a time (`OwedParams`). Whole messages waiting for one
-client are bounded by the server's `max_queued` bytes; past it the client is disconnected.
+client are bounded by `max_queued` bytes; past it the client is disconnected.
 
-A mixin of `ControlServer`: it runs on the server thread and uses the server's clients
-and selector.
+Everything here runs on the server thread.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import select
 import selectors
 import socket
 import sys
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from rltui.control import params_transfer, protocol, session_messages
@@ -99,32 +99,75 @@ class Client:
         return self.sending is not None or bool(self.queue)
 
 
-class ClientQueues:
-    def _offer_snapshot(self, client: Client, head: dict[str, Any], records: list[bytes], line: bytes) -> None:
+class ConnectedClients:
+    """The clients connected now, each registered with the server's selector, and the
+    sending of what each is owed."""
+
+    def __init__(self, selector: selectors.BaseSelector, *, history: int, max_queued: int,
+                 records_per_message: int):
+        self._selector = selector
+        self._history = history  # the most records a client is owed at once
+        self._max_queued = max_queued
+        self._records_per_message = records_per_message
+        self._clients: set[Client] = set()
+        self.lines_waiting: set[Client] = set()  # clients with whole lines not yet answered
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+    def __contains__(self, client: object) -> bool:
+        return client in self._clients
+
+    def __iter__(self) -> Iterator[Client]:
+        """The clients of now: dropping one meanwhile is safe."""
+        return iter(list(self._clients))
+
+    def add(self, conn: socket.socket) -> Client:
+        """A new client on `conn` (non-blocking), registered with the selector."""
+        client = Client(conn)
+        self._clients.add(client)
+        self._selector.register(conn, client.events, client)
+        return client
+
+    def owe_snapshot(self, client: Client, head: dict[str, Any], records: Iterable[bytes]) -> None:
+        """Queue a snapshot that goes out a piece at a time, as fast as `client` reads;
+        later snapshots merge into it. The caller sends."""
+        client.owed = OwedSnapshot(head, collections.deque(records, maxlen=self._history))
+        client.queue.append(client.owed)
+
+    def offer_snapshot(self, client: Client, head: dict[str, Any], records: list[bytes], line: bytes) -> None:
         if client.closing:
             return
         if client.owed is not None:  # behind: merge into what it is owed
             client.owed.head = head
             client.owed.records.extend(records)
         elif not client.pending:  # caught up: the line every such client shares
-            self._queue(client, line)
+            self.queue(client, line)
         else:
-            client.owed = OwedSnapshot(head, collections.deque(records, maxlen=self.history))
-            client.queue.append(client.owed)
-            self._send(client)
+            self.owe_snapshot(client, head, records)
+            self.send(client)
 
-    def _queue(self, client: Client, data: bytes, *, send: bool = True) -> None:
+    def queue(self, client: Client, data: bytes, *, send: bool = True) -> None:
         """Queue `data` for `client` and send what its socket takes (unless `send` is
         False: the caller queues more and sends once)."""
         if client not in self._clients:
             return
-        if client.queued + len(data) > self.max_queued:
-            self._drop(client)  # not reading at all: it can attach again and catch up
+        if client.queued + len(data) > self._max_queued:
+            self.drop(client)  # not reading at all: it can attach again and catch up
             return
         client.queue.append(data)
         client.queued += len(data)
         if send:
-            self._send(client)
+            self.send(client)
+
+    def owe_params(self, client: Client, owed: OwedParams) -> None:
+        client.queue.append(owed)
+        self.send(client)
+
+    def params_in_flight(self) -> dict[int, int]:
+        """The parameter copies being sent to clients: their size by id of their pieces."""
+        return {id(item.pieces): item.size for client in self._clients for item in client.queue
+                if isinstance(item, OwedParams)}
 
     def _next_message(self, client: Client) -> bytes:
         item = client.queue[0]
@@ -140,7 +183,7 @@ class ClientQueues:
                 client.queue.popleft()
                 client.params_pending = False
             return data
-        count = min(self.records_per_message, len(item.records))
+        count = min(self._records_per_message, len(item.records))
         piece = [item.records.popleft() for _ in range(count)]
         if not item.records:
             client.queue.popleft()
@@ -148,7 +191,7 @@ class ClientQueues:
                 client.owed = None
         return session_messages.snapshot_line(item.head, piece)
 
-    def _send(self, client: Client) -> None:
+    def send(self, client: Client) -> None:
         """Send what the socket takes now; the rest waits for it to be writable."""
         if client not in self._clients:
             return
@@ -160,24 +203,24 @@ class ClientQueues:
             except (BlockingIOError, InterruptedError):
                 break
             except OSError:
-                self._drop(client)
+                self.drop(client)
                 return
             client.sending = client.sending[sent:] if sent < len(client.sending) else None
             if client.sending is not None:
                 break
         if client.closing and not client.pending:
-            self._drop(client)
+            self.drop(client)
             return
         wanted = (0 if client.closing else selectors.EVENT_READ) | (selectors.EVENT_WRITE if client.pending else 0)
         if wanted != client.events:
             client.events = wanted
             self._selector.modify(client.sock, wanted, client)
 
-    def _drop(self, client: Client) -> None:
+    def drop(self, client: Client) -> None:
         if client not in self._clients:
             return
         self._clients.discard(client)
-        self._lines_waiting.discard(client)
+        self.lines_waiting.discard(client)
         with contextlib.suppress(KeyError, ValueError, OSError):
             self._selector.unregister(client.sock)
         close_quietly(client.sock)

@@ -3,7 +3,8 @@
 The socket is `RUN_DIR/control.sock`, unless that path is too long for a Unix socket
 address (about 107 bytes on Linux, 103 on macOS). Then it goes into a private directory of
 the user's (`$XDG_RUNTIME_DIR/rltui`, or `<tmp>/rltui-<uid>`, mode 0700) and
-`RUN_DIR/control.path` holds its path."""
+`RUN_DIR/control.path` holds its path. Finding it again is reading the run directory
+(`rltui.runfiles.discovery.find_socket`)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,8 @@ import tempfile
 from pathlib import Path
 
 from rltui.infra.owner_only import open_private
-from rltui.infra.read_limits import NOTE_BYTES, read_text
+from rltui.runfiles.names import SOCKET, SOCKET_POINTER, TEMPORARY_SUFFIX
 
-SOCKET_NAME = "control.sock"
-POINTER_NAME = "control.path"
 # Below every platform's limit, with no room to spare needed: the temporary name
 # `bind_owner_only` binds first is never longer than the final one.
 MAX_SOCKET_PATH = 100
@@ -58,7 +57,7 @@ def runtime_dir() -> Path:
 
 def socket_location(run_dir: Path) -> tuple[Path, bool]:
     """(path to bind, whether a pointer file must say where it is)."""
-    path = Path(os.path.abspath(run_dir)) / SOCKET_NAME
+    path = Path(os.path.abspath(run_dir)) / SOCKET
     if not _too_long(path):
         return path, False
     digest = hashlib.sha256(str(path).encode("utf-8", "surrogateescape")).hexdigest()[:20]
@@ -66,19 +65,6 @@ def socket_location(run_dir: Path) -> tuple[Path, bool]:
     if _too_long(fallback):
         raise ControlPathError(f"no socket path short enough for {run_dir} (tried {fallback})")
     return fallback, True
-
-
-def find_socket(run_dir: Path) -> Path | None:
-    """The control socket of the run in `run_dir` (None if there is none)."""
-    run_dir = Path(os.path.abspath(run_dir))
-    pointer = run_dir / POINTER_NAME
-    if pointer.is_file():
-        try:
-            return Path(read_text(pointer, NOTE_BYTES, "a socket's path").strip())
-        except (OSError, UnicodeDecodeError):
-            return None
-    path = run_dir / SOCKET_NAME
-    return path if path.exists() else None
 
 
 def accepts(path: Path) -> bool:
@@ -126,8 +112,8 @@ def bind_owner_only(path: Path) -> socket.socket:
 
 def write_pointer(run_dir: Path, path: Path) -> Path:
     """Write `RUN_DIR/control.path` (atomically) naming the socket; returns the pointer."""
-    pointer = Path(run_dir) / POINTER_NAME
-    tmp = Path(run_dir) / f".{POINTER_NAME}.tmp"
+    pointer = Path(run_dir) / SOCKET_POINTER
+    tmp = Path(run_dir) / f".{SOCKET_POINTER}{TEMPORARY_SUFFIX}"
     try:
         with open_private(tmp, "w", encoding="utf-8") as out:
             out.write(f"{path}\n")

@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Any
 
 from rltui.config.sweep import MAX_AGENTS
-from rltui.control.protocol import MAX_MEMBERS, ProtocolError, float_or_inf, quote
+from rltui.session.command_json import MAX_MEMBERS, ProtocolError, float_or_inf, quote
 from rltui.session.population import TREND_LENGTH, MemberState, MemberView, PopulationView
 from trainers.hparams import DynamicHParams
 

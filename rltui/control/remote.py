@@ -24,15 +24,17 @@ from typing import Any
 import numpy as np
 
 from rltui.control import params_transfer, protocol, protocol_population, session_messages
-from rltui.control.paths import accepts, find_socket
+from rltui.control.paths import accepts
 from rltui.control.protocol import ProtocolError
 from rltui.errors import UsageError
+from rltui.runfiles.discovery import find_socket
+from rltui.session.command_json import command_message
 from rltui.session.commands import Command, Stop
 from rltui.session.controller import SessionListener
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.history import Curves
 from rltui.session.interface import ParamsSnapshot, ParamsUnavailable
-from rltui.session.metrics import MetricsSnapshot, MetricsStore
+from rltui.session.metrics import MetricsSnapshot, MetricsStore, record_from_json
 from rltui.session.population import PopulationView
 from trainers.hparams import DynamicHParams
 
@@ -192,7 +194,7 @@ class RemoteSession:
 
     def submit(self, command: Command) -> None:
         """Send a command; never raises. A lost connection shows as the ERROR state."""
-        data = protocol.encode(protocol.command_message(command))
+        data = protocol.encode(command_message(command))
         try:
             with self._send_lock:
                 self._sock.sendall(data)
@@ -306,7 +308,7 @@ class RemoteSession:
             return None
 
     def _on_snapshot(self, message: dict[str, Any]) -> None:
-        records = tuple(session_messages.record_from_json(r) for r in message.get("records", ()))
+        records = tuple(record_from_json(r) for r in message.get("records", ()))
         population = self._population(message.get("population"))
         with self._lock:
             self._store.extend(list(records))

@@ -25,9 +25,9 @@ encodes them once per copy, and each client is sent them a piece at a time, as f
 reads, one request at a time; requests are rate-limited for all clients together.
 
 This module is the server proper: its thread, the listener, the session's callbacks and
-the CPU share. Its mixins hold the rest: what each client is owed and the sending of it
-(`control_clients`), what clients are sent of the run (`control_feed`) and the answers to
-what they send (`control_requests`).
+the CPU share. Its parts, each given what it uses, hold the rest: the clients and what
+each is owed (`clients.ConnectedClients`), what clients are sent of the run
+(`feed.RunFeed`) and the answers to what they send (`requests.ClientRequests`).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from typing import Any
 
 from rltui.control import protocol
 from rltui.control.allowance import Allowance
-from rltui.control.clients import Client, ClientQueues, close_quietly, hung_up
-from rltui.control.feed import KeptRecord, RunFeed
+from rltui.control.clients import Client, ConnectedClients, close_quietly, hung_up
+from rltui.control.feed import RunFeed
 from rltui.control.paths import (
     LISTEN_BACKLOG,
     ControlPathError,
@@ -84,8 +84,6 @@ CONNECTIONS_PER_SECOND = float(LISTEN_BACKLOG)
 CONNECTION_BURST = LISTEN_BACKLOG
 COMMANDS_PER_SECOND = 20.0  # commands passed to the session, all clients together
 COMMAND_BURST = 50  # commands at once before COMMANDS_PER_SECOND applies
-PARAMS_PER_SECOND = 2.0  # parameters requests taken, all clients together
-PARAMS_BURST = 4
 # New connections greeted per turn of the loop: small turns keep the CPU budget
 # fine-grained and let every client have its turn.
 ACCEPTS_PER_TURN = 16
@@ -100,7 +98,7 @@ class ControlServerError(OSError):
     """The run cannot listen; the message is one line for the user."""
 
 
-class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
+class ControlServer(SessionListener):
     def __init__(
         self,
         session: SessionClient,
@@ -122,29 +120,21 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
     ):
         self.session = session
         self.run_dir = Path(os.path.abspath(run_dir))
-        self.config = dict(config or {})
-        self.history = history
         self.max_clients = max_clients
-        self.max_queued = max_queued
-        self.records_per_message = records_per_message
         self.cpu_share, self.cpu_burst = cpu_share, cpu_burst
         self.path: Path | None = None
         self._pointer: Path | None = None
         self._inode: int | None = None
-        # What a new client is sent first; only the server thread touches these.
-        self._state: SessionState = session.state
-        self._state_message: str | None = None
-        self._latest_head: dict[str, Any] | None = None
-        self._latest_at = 0.0  # when it came (time.monotonic)
-        self._latest_curves = None  # the whole run's curves, from the latest snapshot
-        self._history_line: tuple[Any, bytes] | None = None  # (curves, their history message)
-        self._history: collections.deque[KeptRecord] = collections.deque(maxlen=history)
-        self._events: collections.deque[bytes] = collections.deque(maxlen=events)
-        self._describe: dict = {}
         self._inbox: collections.deque[tuple[str, Any]] = collections.deque()  # from the session thread
-        self._clients: set[Client] = set()
-        self._lines_waiting: set[Client] = set()  # clients with whole lines not yet answered
         self._selector = selectors.DefaultSelector()
+        # The server's parts; only the server thread touches them.
+        self._clients = ConnectedClients(self._selector, history=history, max_queued=max_queued,
+                                         records_per_message=records_per_message)
+        self._feed = RunFeed(session, self._clients, run_dir=self.run_dir, config=dict(config or {}),
+                             history=history, events=events)
+        self._requests = ClientRequests(session, self._clients, self._feed, post=self._post,
+                                        on_internal_error=self._internal_error,
+                                        commands_per_second=commands_per_second, command_burst=command_burst)
         self._listen: socket.socket | None = None
         self._wake_r, self._wake_w = socket.socketpair()
         for end in (self._wake_r, self._wake_w):
@@ -154,18 +144,15 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
         self._flush_seconds = 1.0
         self._serving = False
         self._cpu_credit, self._cpu_mark = cpu_burst, (0.0, 0.0)
-        self._command_tokens = Allowance(commands_per_second, command_burst)
         self._accept_tokens = Allowance(accepts_per_second, accept_burst)
         self._connection_tokens = Allowance(connections_per_second, CONNECTION_BURST)
-        self._params_tokens = Allowance(PARAMS_PER_SECOND, PARAMS_BURST)
-        self._params_encoded: tuple[Any, list[str], int] | None = None  # (snapshot, pieces, bytes)
         self._listen_paused_until: float | None = None  # out of accepts: the listener is off the selector
         self.last_internal_error: str | None = None  # a bug that cost one message or client, not the server
 
     # --- lifecycle (the launching thread) ---------------------------------------------------
     def start(self) -> Path:
         """Listen and serve; the socket's path. ControlServerError if it cannot."""
-        self._describe = protocol.jsonable(self.session.describe())
+        self._feed.describe_run()
         try:
             path, needs_pointer = socket_location(self.run_dir)
             refuse_if_live(path)
@@ -215,6 +202,9 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
             self._inbox.append((kind, payload))
             self._wake()
 
+    def _internal_error(self, err: Exception) -> None:
+        self.last_internal_error = repr(err)[:200]
+
     def _wake(self) -> None:
         with contextlib.suppress(OSError):  # full (already woken) or closed
             self._wake_w.send(b"\0")
@@ -233,8 +223,8 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
                 self._drain_inbox()  # before accepting, so a new client is greeted with the latest
                 for key, mask in ready:
                     self._ready(key, mask)
-                for client in list(self._lines_waiting):
-                    self._guarded(client, self._answer_lines)
+                for client in list(self._clients.lines_waiting):
+                    self._guarded(client, self._requests.answer_lines)
                 self._throttle()
             self._drain_inbox()
             self._guarded(None, lambda _: self._accept_backlog())
@@ -244,7 +234,7 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
             self._shutdown()
 
     def _select_timeout(self) -> float | None:
-        if self._lines_waiting:
+        if self._clients.lines_waiting:
             return 0
         if self._listen_paused_until is not None:
             return max(0.0, self._listen_paused_until - time.monotonic())
@@ -265,6 +255,18 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
         if self._cpu_credit < 0:
             self._stopping.wait(-self._cpu_credit / self.cpu_share)
 
+    def _drain_inbox(self) -> None:
+        """Pass on what the session thread posted: its callbacks, copies of the parameters."""
+        while self._inbox:
+            kind, payload = self._inbox.popleft()
+            try:
+                if kind == "params":
+                    self._requests.send_params(*payload)
+                else:
+                    self._feed.publish(kind, payload)
+            except Exception as err:  # noqa: BLE001 - one unexpected item is skipped; the server goes on
+                self._internal_error(err)
+
     def _clear_wake(self) -> None:
         with contextlib.suppress(OSError):  # BlockingIOError once empty
             while self._wake_r.recv(4096):
@@ -278,7 +280,7 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
             if mask & selectors.EVENT_READ:
                 self._guarded(client, self._read)
             if mask & selectors.EVENT_WRITE:
-                self._guarded(client, self._send)
+                self._guarded(client, self._clients.send)
 
     def _guarded(self, client: Client | None, work) -> None:
         """`work(client)`; a bug in it costs that client its connection, never the others
@@ -288,9 +290,9 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
         try:
             work(client)
         except Exception as err:  # noqa: BLE001 - see the docstring
-            self.last_internal_error = repr(err)[:200]
+            self._internal_error(err)
             if client is not None:
-                self._drop(client)
+                self._clients.drop(client)
 
     def _accept(self) -> None:
         greeted = closed = 0
@@ -345,10 +347,8 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
         except OSError:
             conn.close()
             return False
-        client = Client(conn)
-        self._clients.add(client)
-        self._selector.register(conn, client.events, client)
-        self._guarded(client, self._greet)
+        client = self._clients.add(conn)
+        self._guarded(client, self._feed.greet)
         return True
 
     def _refuse(self, conn: socket.socket) -> None:
@@ -360,7 +360,7 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
         close_quietly(conn)
 
     def _read(self, client: Client) -> None:
-        if client.closing or client in self._lines_waiting:
+        if client.closing or client in self._clients.lines_waiting:
             return  # what it sent already waits its turn; the rest waits in the socket
         try:
             data = client.sock.recv(65536)
@@ -369,21 +369,21 @@ class ControlServer(ClientQueues, ClientRequests, RunFeed, SessionListener):
         except OSError:
             data = b""
         if not data:  # gone; a message it had not finished is dropped unseen
-            self._drop(client)
+            self._clients.drop(client)
             return
         client.inbox += data
-        self._answer_lines(client)
+        self._requests.answer_lines(client)
 
     def _flush_all(self, deadline: float) -> None:
         """At the end: give clients a moment to receive the final state."""
         while any(c.pending for c in self._clients) and time.monotonic() < deadline:
             for key, mask in self._selector.select(timeout=max(0.0, deadline - time.monotonic())):
                 if isinstance(key.data, Client) and key.data in self._clients:
-                    (self._send if mask & selectors.EVENT_WRITE else self._read)(key.data)
+                    (self._clients.send if mask & selectors.EVENT_WRITE else self._read)(key.data)
 
     def _shutdown(self) -> None:
-        for client in list(self._clients):
-            self._drop(client)
+        for client in self._clients:
+            self._clients.drop(client)
         for sock in (self._listen, self._wake_r, self._wake_w):
             if sock is not None:
                 sock.close()

@@ -1,43 +1,18 @@
 """The session's data as control-protocol messages (server to client), and a client's
 reading of them: snapshots with their update records, states, events and the run's history.
-"""
+An update record's JSON is the session's own (`UpdateRecord.to_json`, `record_from_json`):
+metrics.jsonl holds the same."""
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rltui.control.protocol import ProtocolError, encode, jsonable
 from rltui.control.protocol_population import population_json
 from rltui.session.events import SessionEvent, SessionState
-from rltui.session.metrics import RECORDED_METRICS, UpdateRecord
-
-
-def record_from_json(data: Mapping[str, Any]) -> UpdateRecord:
-    """The inverse of `UpdateRecord.to_json` (null back to NaN)."""
-    values = {}
-    for name in RECORDED_METRICS:
-        value = data.get(name)
-        values[name] = math.nan if value is None else float(value)
-    return UpdateRecord(
-        update=int(data["update"]),
-        env_steps=int(data["env_steps"]),
-        wall_time=float(data["wall_time"]),
-        sps=float(data["sps"]),
-        values=values,
-        per_seed={
-            name: tuple(math.nan if v is None else float(v) for v in seeds)
-            for name, seeds in (data.get("seeds") or {}).items()
-            if name in RECORDED_METRICS and isinstance(seeds, list)
-        },
-        per_member={
-            name: tuple(math.nan if v is None else float(v) for v in members)
-            for name, members in (data.get("members") or {}).items()
-            if name in RECORDED_METRICS and isinstance(members, list)
-        },
-    )
+from rltui.session.metrics import UpdateRecord
 
 
 def snapshot_message(snapshot: Any, records: tuple[UpdateRecord, ...]) -> dict[str, Any]:

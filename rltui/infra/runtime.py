@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from rltui.infra import deferred_imports
+from trainers.algorithms import algorithm
 from trainers.envs import OBS_SIZES
 
 # Below this many multiply-adds per minibatch step (forward pass, policy and value nets
@@ -64,7 +65,7 @@ def _drop_callback_failure(record: logging.LogRecord) -> bool:
 def _quiet_callback_logs() -> None:
     """JAX logs the whole traceback of an exception raised in a callback (an env's
     `jax.debug.callback`) before handing it back; rltui reports it in one line naming the
-    file and line (`env_import.callback_failure`), and a run's events.jsonl keeps the
+    file and line (`env_source.callback_failure`), and a run's events.jsonl keeps the
     traceback."""
     for name in ("jax._src.debugging", "jax._src.callback"):
         logger = logging.getLogger(name)
@@ -106,8 +107,7 @@ def resolve_cpu_threads(config, multi_process: bool = False) -> int:
     if multi_process or config.devices > 1 or config.network != "mlp":
         return 0
     samples = config.num_envs * config.num_steps * config.static_config().num_agents  # every seed and member
-    if config.algo == "ppo":
-        samples //= config.num_minibatches
+    samples //= algorithm(config.algo).minibatches(config)  # the rows of one gradient step
     widths = (OBS_SIZES[config.env], *config.hidden_sizes)
     macs_per_sample = 2 * sum(a * b for a, b in zip(widths, widths[1:]))  # policy and value towers
     return 1 if samples * macs_per_sample < SMALL_STEP_MACS else 0

@@ -29,7 +29,9 @@ from tensorboardX.summary import text as text_summary
 
 from rltui.infra import read_limits
 from rltui.infra.owner_only import mkdir_private, open_private
-from rltui.loggers import event_text, scalars
+from rltui.loggers.base import event_text, scalars
+from rltui.runfiles.names import TEMPORARY_SUFFIX, TENSORBOARD
+from trainers.metrics_spec import EPISODE_RETURN
 
 EVENTS_TAG = "events"  # the text of the session's events, at the step each happened
 CONFIG_TAG = "config"  # the run's configuration (TOML) at step 0
@@ -124,7 +126,7 @@ def cut_back(directory: Path, keep: Callable[[int, str], bool]) -> None:
             kept_bytes += len(raw) + _FRAMING if raw is not None else 0
         if not changed and kept_bytes == path.stat().st_size:
             continue  # nothing to drop, and no damaged tail to leave out
-        tmp = path.with_name(path.name + ".tmp")
+        tmp = path.with_name(path.name + TEMPORARY_SUFFIX)
         try:
             with open_private(tmp, "wb") as out:
                 for _, raw in _trimmed(path, keep):
@@ -232,7 +234,7 @@ class TensorBoardLogger:
         if not self._state.has_config:
             now = self._clock()
             self._writer.write_summary(text_summary(CONFIG_TAG, config_text(config)), 0, now)
-            experiment, session_start, _ = hparams_summaries(hparam_values(config), {"episode_return": None})
+            experiment, session_start, _ = hparams_summaries(hparam_values(config), {EPISODE_RETURN: None})
             self._writer.write_summary(experiment, 0, now)
             self._writer.write_summary(session_start, 0, now)
             self._writer.flush()
@@ -294,3 +296,8 @@ class TensorBoardLogger:
             self._writer.flush()
         finally:
             self._writer.close()
+
+
+def open_logger(run_dir: Path, config: Mapping[str, Any]) -> TensorBoardLogger:
+    """The `tensorboard` logger of a run: its event files in the run directory's `tb/`."""
+    return TensorBoardLogger(Path(run_dir) / TENSORBOARD, config)

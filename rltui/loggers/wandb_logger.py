@@ -3,7 +3,7 @@
 wandb's own environment variables apply (WANDB_MODE=offline, WANDB_PROJECT, WANDB_ENTITY,
 WANDB_DIR, WANDB_RUN_ID, WANDB_INIT_TIMEOUT...): rltui passes a value only where its
 variable is unset. The W&B run id is kept in the run directory, so a resumed run goes on in
-the same W&B run. It starts beside training (rltui.loggers): a server it cannot reach
+the same W&B run. It starts beside training (rltui.loggers.listener): a server it cannot reach
 within WANDB_INIT_TIMEOUT seconds (START_TIMEOUT unless set) leaves the run without it.
 """
 
@@ -17,10 +17,9 @@ from typing import Any
 
 from rltui.infra.owner_only import mkdir_private, open_private
 from rltui.infra.read_limits import NOTE_BYTES, read_text
-from rltui.loggers import START_TIMEOUT, event_text, scalars
+from rltui.loggers.base import START_TIMEOUT, event_text, scalars
+from rltui.runfiles.names import WANDB, WANDB_RUN_ID
 
-ID_FILE = "wandb-run-id"
-WANDB_DIR = "wandb"  # where wandb writes its own files, in the run directory
 STEP = "env_steps"
 
 
@@ -36,9 +35,9 @@ class WandbLogger:
             options["project"] = "rltui"
         if not os.environ.get("WANDB_DIR"):
             options["dir"] = str(run_dir)
-            mkdir_private(run_dir / WANDB_DIR)  # where wandb writes, before wandb makes it with its own mode
+            mkdir_private(run_dir / WANDB)  # where wandb writes, before wandb makes it with its own mode
         if not os.environ.get("WANDB_RUN_ID"):
-            id_file = run_dir / ID_FILE
+            id_file = run_dir / WANDB_RUN_ID
             run_id = read_text(id_file, NOTE_BYTES, "a run id").strip() if id_file.exists() else ""
             if not run_id:
                 run_id = secrets.token_hex(6)  # letters and digits, as W&B run ids take
@@ -46,7 +45,7 @@ class WandbLogger:
                     out.write(run_id + "\n")
             options["id"] = run_id
         if not os.environ.get("WANDB_INIT_TIMEOUT"):
-            # wandb gives up on its server when rltui does (rltui.loggers.START_TIMEOUT).
+            # wandb gives up on its server when rltui does (rltui.loggers.base.START_TIMEOUT).
             options["settings"] = wandb.Settings(init_timeout=START_TIMEOUT)
         self._wandb = wandb
         self.run = wandb.init(**options)
@@ -67,3 +66,8 @@ class WandbLogger:
 
     def close(self) -> None:
         self.run.finish()
+
+
+def open_logger(run_dir: Path, config: Mapping[str, Any]) -> WandbLogger:
+    """The `wandb` logger of a run."""
+    return WandbLogger(run_dir, config)

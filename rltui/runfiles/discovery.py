@@ -1,6 +1,8 @@
 """Finding the runs under a directory, and each one's state (live, finished, stopped,
-diverged, crashed) from its events and whether its control socket answers: a probe
-connects to the socket and closes it, sending nothing."""
+diverged, crashed) from its events and whether its control socket answers: the socket is
+found where the run's directory says (`find_socket`), and a probe connects to it and
+closes it, sending nothing. A folder of runs named where one run was expected is named as
+such (`folder_of_runs_hint`)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rltui.errors import UsageError
+from rltui.infra.read_limits import NOTE_BYTES, read_text
+from rltui.runfiles.names import SOCKET, SOCKET_POINTER
 from rltui.runfiles.reader import is_run_dir
 
 STATES = ("live", "finished", "stopped", "diverged", "aborted", "crashed")
@@ -39,10 +43,21 @@ def scan_runs(root: Path) -> list[Path]:
     return ([root] if is_run_dir(root) else []) + found
 
 
+def find_socket(run_dir: Path) -> Path | None:
+    """The control socket of the run in `run_dir` (None if there is none)."""
+    run_dir = Path(os.path.abspath(run_dir))
+    pointer = run_dir / SOCKET_POINTER
+    if pointer.is_file():
+        try:
+            return Path(read_text(pointer, NOTE_BYTES, "a socket's path").strip())
+        except (OSError, UnicodeDecodeError):
+            return None
+    path = run_dir / SOCKET
+    return path if path.exists() else None
+
+
 def socket_answers(path: Path, timeout: float = PROBE_TIMEOUT) -> bool:
     """Whether a run's control socket accepts a connection (its process is alive)."""
-    from rltui.control.paths import find_socket
-
     where = find_socket(path)
     if where is None:
         return False
@@ -58,8 +73,6 @@ def socket_answers(path: Path, timeout: float = PROBE_TIMEOUT) -> bool:
 
 
 def has_socket(path: Path) -> bool:
-    from rltui.control.paths import find_socket
-
     return find_socket(path) is not None
 
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from rltui.runfiles.reader import CONFIG, EVENTS, METRICS, POPULATION, RunFolder, member_tag, population_shape, read_run
+from rltui.runfiles.names import CONFIG, EVENTS, METRICS, ORIGINAL_CONFIG, POPULATION
+from rltui.runfiles.reader import RunFolder, member_tag, population_shape, read_run
 
-ORIGINAL_CONFIG = "config.original.toml"
 
 @dataclasses.dataclass
 class LoadedRun(RunFolder):

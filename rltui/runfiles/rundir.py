@@ -14,12 +14,13 @@ import fcntl
 import os
 import re
 import shlex
-import sys
 from pathlib import Path
 
 from rltui.config.build import ConfigError, RunConfig
 from rltui.config.toml_text import dump_toml
+from rltui.errors import warn
 from rltui.infra.owner_only import DIR_MODE, FILE_MODE, make_private, open_private
+from rltui.runfiles import names
 
 # Characters a directory name keeps from an env id; any other run of characters (an import
 # path's ':', an API object's '#', a space) becomes one '-', so that the name is safe to type
@@ -39,7 +40,7 @@ def prepare_run_dir(config: RunConfig, run_dir: str | None, runs_root: str = "ru
         path = Path(run_dir)
         flag = "--run-dir"
         check_not_in_use(path)
-        if (path / "metrics.jsonl").exists():
+        if (path / names.METRICS).exists():
             raise ConfigError(f"{flag}: {path} already holds a run; choose another directory")
         runs = _runs_in(path)
         if runs:
@@ -58,7 +59,7 @@ def prepare_run_dir(config: RunConfig, run_dir: str | None, runs_root: str = "ru
         path = _claim_new_dir(Path(runs_root) / (name or default_run_name(config)), flag)
         own_folder = True
     lock_run_dir(path, own_folder=own_folder)
-    if (path / "metrics.jsonl").exists():  # another launch got there between the check and the lock
+    if (path / names.METRICS).exists():  # another launch got there between the check and the lock
         raise ConfigError(f"{flag}: {path} already holds a run; choose another directory")
     write_config(path, config, flag)
     return path
@@ -77,7 +78,7 @@ def _runs_in(path: Path) -> list[str]:
     would mix its files with theirs, and the runs view would list the folder as a run."""
     try:
         return sorted(child.name for child in path.iterdir() if not child.name.startswith(".")
-                      and child.is_dir() and (child / "config.toml").is_file())
+                      and child.is_dir() and (child / names.CONFIG).is_file())
     except OSError:  # a folder it may not read: a run is not written into it either way
         return []
 
@@ -101,26 +102,15 @@ def _claim_new_dir(base: Path, flag: str) -> Path:
             raise ConfigError(f"{flag}: cannot create {path}: {err.strerror or err}") from None
 
 
-LOCK_NAME = "rltui.lock"
-SCREENSHOT_PREFIX = "screenshot-"  # the dashboard's screenshots: screenshot-u<update>-<time>.svg
-
-
 def own_entries() -> tuple[str, ...]:
     """The names (glob patterns) of what rltui writes directly in a run directory, with the
     temporary files that become them; a folder among them is rltui's whole. Anything else
     there is the user's."""
-    from rltui.control.paths import POINTER_NAME, SOCKET_NAME
-    from rltui.loggers import TB_DIR
-    from rltui.loggers.wandb_logger import ID_FILE, WANDB_DIR
-    from rltui.runfiles.loading import ORIGINAL_CONFIG
-    from rltui.runfiles.reader import CONFIG, EVENTS, METRICS, POPULATION
-    from rltui.session.checkpoints import CHECKPOINT_DIR
-    from rltui.session.recorder import DISCARDED, POPULATION_DISCARDED
-
-    files = (CONFIG, ORIGINAL_CONFIG, METRICS, DISCARDED, EVENTS, POPULATION, POPULATION_DISCARDED,
-             LOCK_NAME, SOCKET_NAME, POINTER_NAME, ID_FILE)
-    temporary = [f"{name}.tmp" for name in files] + [f".{name}.tmp" for name in files]
-    return (*files, *temporary, CHECKPOINT_DIR, TB_DIR, WANDB_DIR, f"{SCREENSHOT_PREFIX}*.svg")
+    files = (names.CONFIG, names.ORIGINAL_CONFIG, names.METRICS, names.METRICS_DISCARDED, names.EVENTS,
+             names.POPULATION, names.POPULATION_DISCARDED, names.LOCK, names.SOCKET, names.SOCKET_POINTER,
+             names.WANDB_RUN_ID)
+    temporary = [f"{dot}{name}{names.TEMPORARY_SUFFIX}" for dot in ("", ".") for name in files]
+    return (*files, *temporary, names.CHECKPOINTS, names.TENSORBOARD, names.WANDB, f"{names.SCREENSHOT_PREFIX}*.svg")
 
 
 # Run directory (resolved) -> the open lock file. Open for the process's life: closing the
@@ -150,7 +140,7 @@ def lock_run_dir(path: Path, *, own_folder: bool) -> None:
     if key in _held:
         return
     try:
-        fd = os.open(key / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+        fd = os.open(key / names.LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
     except OSError as err:
         raise ConfigError(f"cannot write to {path}: {err.strerror or err}") from None
     try:
@@ -160,19 +150,15 @@ def lock_run_dir(path: Path, *, own_folder: bool) -> None:
         os.close(fd)
         raise ConfigError(message) from None
     except OSError as err:
-        print(
-            f"rltui: warning: cannot lock {path} ({err.strerror or err}); nothing stops a second rltui "
-            "from writing to it while this run does",
-            file=sys.stderr,
-        )
+        warn(f"cannot lock {path} ({err.strerror or err}); nothing stops a second rltui "
+             "from writing to it while this run does")
     _held[key] = fd
     try:
         # Its writer makes the run's files its owner's before writing the run there (those
         # of a run written before this rule, or copied in, included).
         make_private(key, own_entries(), folder=own_folder)
     except OSError as err:
-        print(f"rltui: warning: cannot make {path} private to you ({err.strerror or err}); other users may read "
-              "the run's files", file=sys.stderr)
+        warn(f"cannot make {path} private to you ({err.strerror or err}); other users may read the run's files")
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
@@ -187,7 +173,7 @@ def check_not_in_use(path: Path) -> None:
         return
     try:
         # O_NONBLOCK: a lock file that is a pipe would wait for a writer that never comes
-        fd = os.open(key / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = os.open(key / names.LOCK, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return  # no lock file: no rltui has written there, or none that locks
     try:
@@ -203,10 +189,10 @@ def check_not_in_use(path: Path) -> None:
 def write_config(path: Path, config: RunConfig, flag: str = "run directory") -> None:
     """Write the effective config atomically; ConfigError if the directory is not writable."""
     try:
-        tmp = path / "config.toml.tmp"
+        tmp = path / (names.CONFIG + names.TEMPORARY_SUFFIX)
         with open_private(tmp, "w", encoding="utf-8") as out:
             out.write(dump_toml(config))
-        os.replace(tmp, path / "config.toml")
+        os.replace(tmp, path / names.CONFIG)
     except OSError as err:
         raise ConfigError(f"{flag}: cannot write to {path}: {err.strerror or err}") from None
 
@@ -218,14 +204,14 @@ def discard_unstarted_runs() -> list[Path]:
     Anything else in a directory stays. Returns the directories removed."""
     removed = []
     for path in list(_held):
-        checkpoints = path / "checkpoints"
+        checkpoints = path / names.CHECKPOINTS
         try:
-            trained = (path / "metrics.jsonl").stat().st_size > 0
+            trained = (path / names.METRICS).stat().st_size > 0
         except OSError:
             trained = False
         if trained or (checkpoints.is_dir() and any(checkpoints.iterdir())):
             continue
-        for name in ("metrics.jsonl", "events.jsonl", "config.toml", "config.toml.tmp", LOCK_NAME):
+        for name in (names.METRICS, names.EVENTS, names.CONFIG, names.CONFIG + names.TEMPORARY_SUFFIX, names.LOCK):
             try:
                 (path / name).unlink(missing_ok=True)
             except OSError:

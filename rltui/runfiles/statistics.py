@@ -1,6 +1,7 @@
 """The statistics runs are compared by, shared by `rltui compare` and the runs view: a
-debiased EMA, the interquartile mean, percentile-bootstrap intervals and curves brought
-onto a common grid of env steps. Plain NumPy.
+debiased EMA (the dashboard chart's smoothing too), the interquartile mean,
+percentile-bootstrap intervals and curves brought onto a common grid of env steps. Plain
+NumPy.
 
 Values come from files, so they may be as large as a float holds: sums and differences of
 them overflow to inf (and inf - inf is NaN) quietly, under `_quiet`, and a figure that is
@@ -16,16 +17,22 @@ import numpy as np
 
 
 def ema(values: Sequence[float], weight: float) -> np.ndarray:
-    """Exponential moving average with bias correction (as TensorBoard's smoothing): the
-    early points are not pulled toward zero. weight 0: the raw values."""
+    """Exponential moving average with bias correction (as TensorBoard's smoothing): each
+    point is the average of those up to it, weighted by `weight` per step back and divided
+    by the weights' sum, so the early points are not pulled toward zero. weight 0: the raw
+    values. A point that is not a finite number (NaN where no episode ended or no evaluation
+    ran) is passed over: it stays NaN and weighs nothing, so a gap does not blank the rest
+    of the curve. The one smoother of every view: the dashboard's chart, the runs view and
+    `rltui compare`."""
     if not 0 <= weight < 1:
         raise ValueError(f"smoothing weight must be in [0, 1), got {weight}")
-    out = np.empty(len(values))
+    out = np.full(len(values), np.nan)
     acc, norm = 0.0, 0.0
-    for i, value in enumerate(values):
-        acc = weight * acc + (1 - weight) * value
-        norm = weight * norm + (1 - weight)
-        out[i] = acc / norm
+    for i, value in enumerate(np.asarray(values, dtype=float).tolist()):
+        if math.isfinite(value):
+            acc = weight * acc + (1 - weight) * value
+            norm = weight * norm + (1 - weight)
+            out[i] = acc / norm
     return out
 
 

@@ -9,15 +9,15 @@ import shlex
 from pathlib import Path
 
 from rltui.formatting import fmt_duration
-from rltui.session import MetricsSnapshot
-from rltui.session.checkpoints import CheckpointStore, checkpoint_update
+from rltui.runfiles.checkpoints import CheckpointStore, checkpoint_update
+from rltui.runfiles.names import CONFIG
 
 
 def _fmt_return(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f}"
 
 
-def return_text(snapshot: MetricsSnapshot) -> str:
+def return_text(snapshot) -> str:
     """The latest mean return, as both clients show it. With several seeds: the mean of each
     seed's latest return, saying over how many seeds (those that have finished an episode)."""
     if snapshot.population is not None:
@@ -101,7 +101,7 @@ def continue_line(run_dir: Path | str, env_steps: int, reached_total: bool, env:
     quoted = shlex.quote(str(run_dir))
     lr_set = f" --set lr={lower}" if lower is not None else ""
     if latest is None:
-        config = shlex.quote(str(run_dir / "config.toml"))
+        config = shlex.quote(str(run_dir / CONFIG))
         half = " at half the learning rate" if lower is not None else ""
         return f"{_no_checkpoint(diverged)}; to start again{half}: rltui launch --config {config}{lr_set}"
     resume = f"rltui launch --resume {quoted}"

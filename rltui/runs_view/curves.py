@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rltui.commands.compare import FINAL_WINDOW, _show, group_by, member_value
+from rltui.runfiles.comparison import FINAL_WINDOW, group_by, member_value, show_value
 from rltui.runfiles.loading import LoadedRun
 from rltui.runfiles.reader import member_tag
 from rltui.runfiles.statistics import STATISTICS, band, ema, mean
@@ -62,7 +62,7 @@ def overlay(runs: Sequence[LoadedRun], metric: str, *, x_axis: str = "steps", sm
             group: str | None = None, statistic: str = "mean", points: int = 200) -> Overlay:
     """The runs' curves of `metric`: one line each (EMA-smoothed, the raw values kept
     beside; a population one line per member), or with `group`, one band per value of
-    that config key (compare.group_by): the mean or IQM across the group's runs with a
+    that config key (comparison.group_by): the mean or IQM across the group's runs with a
     bootstrap 95% interval. As in `rltui compare`, a population takes part in a group by its
     best member: that member's value of the key and its curve."""
     clock = time.perf_counter()
@@ -81,7 +81,7 @@ def overlay(runs: Sequence[LoadedRun], metric: str, *, x_axis: str = "steps", sm
                     curves.append((xs, ema(ys, smoothing) if smoothing else ys))
             b = band(curves, statistic, points=points, resamples=500)
             if len(b.steps):
-                label = f"{group}={_show(value)} ({len(members)})"
+                label = f"{group}={show_value(value)} ({len(members)})"
                 bands.append(GroupBand(label, value, tuple(r.name for r in members), b.steps, b.center, b.low, b.high))
     else:
         for run in runs:

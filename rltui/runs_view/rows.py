@@ -1,6 +1,6 @@
 """The runs list's rows: one per run (a population's with its best member's return), their
-sort orders, the filter's matching, and a configuration's differences from the first
-selected run's."""
+sort orders, the filter's matching, a configuration's differences from the first selected
+run's, and what Enter on a live run's row asks for (`AttachRequest`)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,22 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from rltui.commands.compare import _show, config_differences
+from rltui.runfiles.comparison import config_differences, show_value
 from rltui.runfiles.discovery import STATES, RunState
 from rltui.runfiles.loading import LoadedRun
 from rltui.runfiles.reader import member_tag
+from trainers.metrics_spec import EPISODE_RETURN
 
-RETURN = "episode_return"
+
+class AttachRequest(NamedTuple):
+    """What the runs view exits with when Enter is pressed on a live run: `rltui runs` then
+    attaches to it, and shows the list again after a detach."""
+
+    run_dir: Path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,12 +52,13 @@ def row_of(run: LoadedRun, state: RunState) -> RunRow:
     """A run's row. A population shows as such ("ppo, population 3x1") with its best
     member's return: the member whose latest return is highest, and the best any member had."""
     algo = str(run.config.get("algo", "?"))
-    latest, best = _latest_best(run.columns.get(RETURN, np.array([])))
+    latest, best = _latest_best(run.columns.get(EPISODE_RETURN, np.array([])))
     best_member, population = None, ""
     if run.is_population:
         population = f"{run.members}x{run.seeds_per_member}"
         algo = f"{algo}, population {population}"
-        figures = {m: _latest_best(run.columns.get(member_tag(m, RETURN), np.array([]))) for m in range(run.members)}
+        figures = {m: _latest_best(run.columns.get(member_tag(m, EPISODE_RETURN), np.array([])))
+                   for m in range(run.members)}
         latest_of = {m: f[0] for m, f in figures.items() if math.isfinite(f[0])}
         bests = [f[1] for f in figures.values() if math.isfinite(f[1])]
         best_member = max(latest_of, key=lambda m: (latest_of[m], -m)) if latest_of else None
@@ -102,5 +109,5 @@ def matches(row: RunRow, config: dict[str, Any], text: str) -> bool:
     if not words:
         return True
     haystack = " ".join([row.name, row.env, row.algo, row.state.name, "damaged" if row.damaged else "",
-                         *(f"{k}={_show(v)}" for k, v in config.items())]).lower()
+                         *(f"{k}={show_value(v)}" for k, v in config.items())]).lower()
     return all(word in haystack for word in words)

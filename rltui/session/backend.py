@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from trainers.hparams import DynamicHParams
+from trainers.metrics_spec import METRIC_SPECS
 
 
 class TrainingBackend(Protocol):
@@ -39,15 +40,17 @@ class TrainingBackend(Protocol):
 
 
 def seed_row(per_seed: dict[str, np.ndarray]) -> dict[str, Any]:
-    """One update of several agents: the mean over seeds (episode statistics over the seeds
-    that finished an episode; the total episode count; a NaN anywhere stays NaN, so the
+    """One update of several agents: each metric combined over the seeds as its declaration
+    says (`MetricSpec.combine`: episode statistics over the seeds that finished an episode;
+    the total episode count; otherwise the mean, where a NaN anywhere stays NaN, so the
     divergence guard sees it), plus every seed's own value under "per_seed"."""
     row: dict[str, Any] = {}
     for name, values in per_seed.items():
         values = values.astype(np.float64)
-        if name == "episodes":
+        combine = METRIC_SPECS[name].combine
+        if combine == "sum":
             row[name] = float(values.sum())
-        elif name in ("episode_return", "episode_length"):
+        elif combine == "finite_mean":
             finite = values[np.isfinite(values)]
             row[name] = float(finite.mean()) if finite.size else math.nan
         else:
@@ -61,7 +64,7 @@ class NonFiniteState(ValueError):
 
 
 class JaxBackend:
-    """Runs the config's trainer (`trainers.algos`) data-parallel over `devices`; the only place the session
+    """Runs the config's trainer (`trainers.algorithms`) data-parallel over `devices`; the only place the session
     touches JAX. One host transfer (`device_get`) per chunk."""
 
     def __init__(self, static, seed: int, devices: Sequence[Any] | None = None):

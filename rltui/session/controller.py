@@ -3,6 +3,12 @@
 It knows nothing of terminals or widgets: clients (the dashboard, the headless runner)
 send commands with `submit` and receive immutable snapshots through listeners, which are
 called on the session thread.
+
+The session holds its parts, each given what it uses: where training stands
+(`TrainingProgress`, shared by all), what listeners are told (`SessionReporter`),
+parameters for the watch view (`ParamsService`), a population's steering
+(`PopulationSteering`), checkpoints (`SessionCheckpoints`), evaluation
+(`SessionEvaluation`) and the commands at each chunk boundary (`BoundaryCommands`).
 """
 
 from __future__ import annotations
@@ -18,47 +24,34 @@ from concurrent.futures import Future
 from pathlib import Path
 from types import MappingProxyType
 
+from rltui.runfiles.checkpoints import CheckpointStore
 from rltui.session.backend import TrainingBackend
-from rltui.session.checkpoint_steps import CheckpointFailure, CheckpointSteps
-from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore
-from rltui.session.command_steps import CommandSteps
+from rltui.session.checkpoint_steps import CheckpointFailure, SessionCheckpoints
+from rltui.session.checkpoints import CheckpointPolicy
+from rltui.session.command_steps import BoundaryCommands
 from rltui.session.commands import Command, Stop
 from rltui.session.distributed import BoundarySync, LocalSync
 from rltui.session.evaluation import EvalResult, EvaluationPolicy, Evaluator
-from rltui.session.evaluation_steps import EvaluationSteps
+from rltui.session.evaluation_steps import SessionEvaluation
 from rltui.session.events import SessionEvent, SessionState
-from rltui.session.interface import ParamsSnapshot
 from rltui.session.metrics import TRAINER_METRICS, MetricsSnapshot, MetricsStore, UpdateRecord, load_run_history
 from rltui.session.params_service import ParamsService
 from rltui.session.population import Population
 from rltui.session.population_steering import PopulationSteering
+from rltui.session.progress import TrainingProgress
+from rltui.session.reporter import ListenerFailed, SessionListener, SessionReporter
 from trainers.env_import import one_line
 from trainers.hparams import DynamicHParams
+from trainers.metrics_spec import EVAL_RETURN, EVAL_RETURN_STD
+
+__all__ = ["ListenerFailed", "SessionListener", "TrainingSession"]
 
 # Metrics whose non-finite value means training has diverged (episode_return may be NaN
 # simply because no episode finished).
 _GUARDED = ("policy_loss", "value_loss", "entropy", "grad_norm")
 
 
-class SessionListener:
-    """Override what you need. Called on the session thread: return quickly, copy nothing
-    mutable (snapshots are already immutable)."""
-
-    def on_state(self, state: SessionState, message: str | None) -> None:
-        pass
-
-    def on_metrics(self, snapshot: MetricsSnapshot) -> None:
-        pass
-
-    def on_event(self, event: SessionEvent) -> None:
-        pass
-
-
-class ListenerFailed(Exception):
-    """A listener raised (anything, SystemExit included): the session ends in the ERROR state."""
-
-
-class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, PopulationSteering, ParamsService):
+class TrainingSession:
     # The run lives in this process: when its client leaves, the run must stop.
     outlives_client = False
 
@@ -85,59 +78,44 @@ class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, Population
         self.population = population
         self.total_updates = total_updates
         self.chunk_seconds = chunk_seconds
-        self._hparams = hparams
         self._clock = clock
         self._commands: queue.Queue[Command] = queue.Queue()
-        self._listeners: list[SessionListener] = []
         self._store = MetricsStore(history)
         self._thread = threading.Thread(target=self._main, name="rltui-training", daemon=True)
         # Waiters block on this event, not on Thread.join: an exception such as
         # KeyboardInterrupt raised inside join() can leave the thread looking finished.
         self._ended = threading.Event()
-        self._state = SessionState.IDLE
-        self._state_lock = threading.Lock()
-        self._updates_done = 0
         self._chunk_size = 1
         self._last_sps = 0.0
-        self._t0 = clock()
-        self._checkpoints = checkpoints
-        self._policy = checkpoint_policy
-        self._run_metadata = dict(run_metadata or {})
         self._resume = resume
         # Several processes of one run agree on commands, chunk sizes and saves through this.
         self._sync: BoundarySync = sync or LocalSync()
-        self._edits: list[dict] = []  # the edit log, carried in checkpoints
-        self._last_save = (0, clock())  # (update, clock) of the last checkpoint
-        self._last_write: float | None = None  # seconds the session's last save took; None before its first
-        self.last_checkpoint: Path | None = None
-        # Set while the latest save attempt failed and none has succeeded since: the run
-        # must not end as if its files were complete.
-        self.checkpoint_failure: CheckpointFailure | None = None
         self.error: str | None = None
         self.error_checkpoint: str | None = None  # after an error: what became of the last good state
         # Warnings from other threads (the display lost its output...), logged as events
         # by the session thread at the next chunk boundary.
         self._notices: collections.deque[str] = collections.deque()
-        # Once failing, listeners that raise again are passed over: the error must still
-        # reach the others, and the state must still become ERROR.
-        self._failing = False
-        self.nonfinite = False
         self.stopped_early = False
         # Set once the final checkpoint is written and the end recorded: from then on the
         # run's files are complete, and nothing is left that an abort could save.
         self.wound_up = False
         self.start_update = 0  # where this session's training began (a resume's checkpoint)
-        self._evaluation = evaluation if evaluation is not None and evaluator is not None else EvaluationPolicy()
-        self._evaluator = evaluator
-        self.best_eval_return: float | None = None  # of checkpoints/best.msgpack, once there is one
-        self.target_reached = False  # stop_at_eval_return was reached
-        # Parameters requests (the watch view), served by the session thread between
-        # chunks; once it has ended, from the copy it took last.
-        self._params_lock = threading.Lock()
-        self._params_requests: list[Future] = []
-        self._params_closed = False
-        self._params_version = 0  # changes when a checkpoint replaces the state
-        self._params_copy: tuple[tuple[int, int], ParamsSnapshot] | None = None
+        # The session's parts.
+        self._progress = progress = TrainingProgress(hparams, clock, started_at=clock())
+        self._reporter = reporter = SessionReporter(progress)
+        self._params = ParamsService(backend, progress, self._commands, self._sync)
+        self._steering = None if population is None else PopulationSteering(
+            population, backend, progress, reporter, self._params, publish=self._publish)
+        self._checkpoints = SessionCheckpoints(
+            checkpoints, checkpoint_policy, backend=backend, progress=progress, reporter=reporter, sync=self._sync,
+            run_metadata=dict(run_metadata or {}), metrics=self._store, params=self._params, population=population,
+            steering=self._steering, publish=self._publish)
+        self._evaluation = SessionEvaluation(
+            evaluation, evaluator, backend=backend, progress=progress, reporter=reporter, sync=self._sync,
+            store=checkpoints, metadata=self._checkpoints.metadata)
+        self._boundary = BoundaryCommands(
+            self._commands, sync=self._sync, progress=progress, reporter=reporter, checkpoints=self._checkpoints,
+            params=self._params, steering=self._steering)
 
     # --- client API (any thread) -------------------------------------------------------
     def load_history(self, metrics_path: Path, last_update: int | None = None) -> int:
@@ -146,14 +124,13 @@ class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, Population
         return load_run_history(self._store, metrics_path, last_update)
 
     def add_listener(self, listener: SessionListener) -> None:
-        self._listeners.append(listener)
+        self._reporter.add(listener)
 
     def remove_listener(self, listener: SessionListener) -> None:
-        # A new list, not an in-place removal: the session thread may be iterating the old one.
-        self._listeners = [known for known in self._listeners if known is not listener]
+        self._reporter.remove(listener)
 
     def start(self) -> None:
-        self._t0 = self._clock()
+        self._progress.started_at = self._clock()
         self._thread.start()
 
     def submit(self, command: Command) -> None:
@@ -168,6 +145,11 @@ class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, Population
         chunk boundary (or as it ends). Never blocks."""
         self._notices.append(message)
 
+    def request_params(self) -> Future:
+        """The latest parameters as host arrays (a `ParamsSnapshot`), copied at the next
+        chunk boundary (`ParamsService.request`). Never blocks."""
+        return self._params.request()
+
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the session to end; True once it has. Safe to interrupt."""
         if not self._ended.wait(timeout):
@@ -177,8 +159,7 @@ class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, Population
 
     @property
     def state(self) -> SessionState:
-        with self._state_lock:
-            return self._state
+        return self._reporter.state
 
     def describe(self) -> dict:
         """Static facts for display: env, algorithm, devices."""
@@ -186,129 +167,154 @@ class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, Population
 
     @property
     def hparams(self) -> DynamicHParams:
-        return self._hparams
+        return self._progress.hparams
 
     @property
     def updates_done(self) -> int:
-        return self._updates_done
+        return self._progress.updates_done
 
     @property
     def env_steps(self) -> int:
-        return self._updates_done * self.backend.steps_per_update
+        return self._progress.updates_done * self.backend.steps_per_update
 
-    # --- the session thread ----------------------------------------------------------------
-    def _elapsed(self) -> float:
-        return self._clock() - self._t0
+    @property
+    def nonfinite(self) -> bool:
+        """Training diverged (non-finite losses or gradients) and has not been resumed since."""
+        return self._progress.nonfinite
+
+    @property
+    def last_checkpoint(self) -> Path | None:
+        return self._checkpoints.last_checkpoint
+
+    @property
+    def checkpoint_failure(self) -> CheckpointFailure | None:
+        """Set while the latest save attempt failed and none has succeeded since."""
+        return self._checkpoints.failure
+
+    @property
+    def best_eval_return(self) -> float | None:
+        """Of checkpoints/best.msgpack, once there is one."""
+        return self._evaluation.best_return
+
+    @property
+    def target_reached(self) -> bool:
+        """stop_at_eval_return was reached."""
+        return self._evaluation.target_reached
 
     def event_now(self, kind: str, message: str, **data) -> SessionEvent:
         """An event stamped with this moment's update and time, for a caller that records
         it itself (an abort, which cannot wait for the session thread)."""
-        return SessionEvent(kind=kind, update=self._updates_done, message=message, wall_time=self._elapsed(),
-                            data=data)
+        return self._reporter.event_now(kind, message, **data)
 
+    # --- the session thread ----------------------------------------------------------------
     def _main(self) -> None:
         try:
             self._train()
         except BaseException as exc:  # noqa: BLE001 - nothing may end this thread unreported
             self._fail(exc)
         finally:
-            self._close_params()
+            self._params.close()
             self._ended.set()
 
     def _train(self) -> None:
+        reporter, progress = self._reporter, self._progress
         try:
-            self._set_state(SessionState.COMPILING)
+            reporter.set_state(SessionState.COMPILING)
             started = self._clock()
-            self.backend.build(self._trainer_hparams())
+            self.backend.build(progress.hparams if self.population is None else self.population.trainer_hparams())
             seconds = self._clock() - started
-            if self._checkpoints is not None:
-                self._checkpoints.prepare()
+            self._checkpoints.prepare()
             if self._resume is not None:
                 # Before the compiled event, so that every event of a resumed run carries
                 # its update index and the run's clock, both continued from the checkpoint.
-                self._restore(self._resume, "resumed")
+                self._checkpoints.restore(self._resume, "resumed")
                 self._resume = None
-                self.start_update = self._updates_done
-            self._prepare_evaluation()
-            self._event("compiled", f"compiled in {seconds:.1f} s", seconds=seconds)
-            if self.population is not None and self.start_update == 0:
+                self.start_update = progress.updates_done
+            self._evaluation.prepare()
+            reporter.event("compiled", f"compiled in {seconds:.1f} s", seconds=seconds)
+            if self._steering is not None and self.start_update == 0:
                 seeds = self.population.num_seeds
-                self._population_event("start", f"population of {self.population.num_members} members x "
-                                       f"{seeds} seed{'s' if seeds != 1 else ''}")
-            self._last_save = (self._updates_done, self._clock())
-            self._set_state(SessionState.RUNNING)
+                self._steering.event("start", f"population of {self.population.num_members} members x "
+                                     f"{seeds} seed{'s' if seeds != 1 else ''}")
+            self._checkpoints.count_from_now()
+            reporter.set_state(SessionState.RUNNING)
             self._loop()
-            if self._checkpoints is not None and self._updates_done > self._last_save[0] and not self.nonfinite:
+            if self._checkpoints.unsaved() and not progress.nonfinite:
                 # Every process decides alike here: same updates, same saves, same divergence.
-                self._save("final")
+                self._checkpoints.save("final")
             self._log_notices()
-            failed = {"checkpoint_failed": self.checkpoint_failure.reason} if self.checkpoint_failure else {}
+            failure = self._checkpoints.failure
+            failed = {"checkpoint_failed": failure.reason} if failure else {}
             if self.stopped_early:
-                self._event("finished", f"stopped at update {self._updates_done}", **failed)
+                reporter.event("finished", f"stopped at update {progress.updates_done}", **failed)
             else:
-                self._event("finished", f"finished {self._updates_done} updates", **failed)
+                reporter.event("finished", f"finished {progress.updates_done} updates", **failed)
             self.wound_up = True
-            self._set_state(SessionState.FINISHED)
+            reporter.set_state(SessionState.FINISHED)
         except BaseException as exc:  # noqa: BLE001 - any failure, even SystemExit, becomes the ERROR state
             self._fail(exc)
 
     def _fail(self, exc: BaseException) -> None:
         """End in the ERROR state: save the last good state if it is newer than the last
         checkpoint, then log the error and set the state, whatever the listeners do."""
-        if self._failing:
+        if self._reporter.failing:
             return
-        self._failing = True
+        self._reporter.failing = True
         cause = exc.__cause__ if isinstance(exc, ListenerFailed) and exc.__cause__ is not None else exc
         self.error = str(exc) if isinstance(exc, ListenerFailed) else one_line(exc)
-        self.error_checkpoint = saved = self._save_after_error()
+        self.error_checkpoint = saved = self._checkpoints.save_after_error()
         self._log_notices()
-        self._event("error", self.error, checkpoint=saved, traceback="".join(traceback.format_exception(cause))[-4000:])
-        self._set_state(SessionState.ERROR, self.error)
+        self._reporter.event("error", self.error, checkpoint=saved,
+                             traceback="".join(traceback.format_exception(cause))[-4000:])
+        self._reporter.set_state(SessionState.ERROR, self.error)
 
     def _log_notices(self) -> None:
         while self._notices:
-            self._event("warning", self._notices.popleft())
+            self._reporter.event("warning", self._notices.popleft())
 
     def _loop(self) -> None:
-        while self._updates_done < self.total_updates:
+        progress = self._progress
+        while progress.updates_done < self.total_updates:
             self._log_notices()
-            if not self._apply_commands():
+            applied = self._boundary.apply(self._chunk_size)
+            self._chunk_size = applied.chunk_size
+            if not applied.go_on:
                 self.stopped_early = True
                 return
-            count = min(self._chunk_size, self.total_updates - self._updates_done, self.backend.max_chunk_updates)
+            count = min(self._chunk_size, self.total_updates - progress.updates_done, self.backend.max_chunk_updates)
             if self._evaluation.enabled:  # a chunk ends on each update due an evaluation
-                count = min(count, self._evaluation.next_due(self._updates_done) - self._updates_done)
+                count = min(count, self._evaluation.next_due(progress.updates_done) - progress.updates_done)
             if self.population is not None and self.population.pbt.enabled:  # ... and on each PBT step
                 every = self.population.pbt.every_updates
-                count = min(count, every - self._updates_done % every)
+                count = min(count, every - progress.updates_done % every)
             started = self._clock()
             if self.population is None:
-                rows = self.backend.run_chunk(count, self._hparams)
+                rows = self.backend.run_chunk(count, progress.hparams)
             else:
                 rows = self.backend.run_chunk(count, self.population.trainer_hparams(), self.population.active())
             seconds = max(self._clock() - started, 1e-9)
-            if self.population is None:
+            if self._steering is None:
                 diverged = self._diverged(rows)
             else:
                 rows = [self.population.shape_row(row) for row in rows]
-                diverged = self._members_diverged(rows)
+                diverged = self._steering.members_diverged(rows)
             # Outside the chunk's timing: the chunk size and SPS measure training alone.
-            evaluation = None if diverged else self._evaluate_if_due(self._updates_done + len(rows))
+            evaluation = None if diverged else self._evaluation.evaluate_if_due(progress.updates_done + len(rows))
             self._record(rows, started, seconds, evaluation)
             self._chunk_size = self._next_chunk_size(len(rows) or count, seconds)
-            if evaluation is not None and self._after_evaluation(evaluation):
+            if evaluation is not None and self._evaluation.after(evaluation):
                 self.stopped_early = True
                 return
             if diverged:
-                self.nonfinite = True
-                self._event("nonfinite", "non-finite loss or gradient: training paused")
-                self._set_state(SessionState.PAUSED, "non-finite loss or gradient")
+                progress.nonfinite = True
+                self._reporter.event("nonfinite", "non-finite loss or gradient: training paused")
+                self._reporter.set_state(SessionState.PAUSED, "non-finite loss or gradient")
                 continue
-            if self.population is not None:
-                self._population_boundary()
-            if self._sync.agree(self._checkpoint_due()):
+            if self._steering is not None:
+                self._steering.boundary()
+            if self._sync.agree(self._checkpoints.due()):
                 # Due on the last update, it is the run's final checkpoint (no other follows).
-                self._save("final" if self._updates_done >= self.total_updates else "periodic")
+                self._checkpoints.save("final" if progress.updates_done >= self.total_updates else "periodic")
 
     def _next_chunk_size(self, count: int, seconds: float) -> int:
         """Size chunks from measured time so that one takes about `chunk_seconds`; grow at
@@ -323,28 +329,28 @@ class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, Population
     def _record(
         self, rows: list[dict[str, float]], started: float, seconds: float, evaluation: EvalResult | None = None
     ) -> None:
+        progress = self._progress
         steps_per_update = self.backend.steps_per_update
         sps = len(rows) * steps_per_update / seconds
         self._last_sps = sps
-        begin = started - self._t0
+        begin = started - progress.started_at
         records = []
         for i, row in enumerate(rows):
-            self._updates_done += 1
+            progress.updates_done += 1
             values = {name: float(row.get(name, math.nan)) for name in TRAINER_METRICS}
             per_seed = row.get("per_seed", {})
             per_member = row.get("per_member", {})
             if evaluation is not None and i == len(rows) - 1:  # the update evaluated
-                values.update(eval_return=evaluation.mean, eval_return_std=evaluation.std)
+                values.update({EVAL_RETURN: evaluation.mean, EVAL_RETURN_STD: evaluation.std})
                 if evaluation.per_seed:
-                    per_seed = {**per_seed, "eval_return": evaluation.per_seed,
-                                "eval_return_std": evaluation.per_seed_std}
+                    per_seed = {**per_seed, EVAL_RETURN: evaluation.per_seed, EVAL_RETURN_STD: evaluation.per_seed_std}
                     if self.population is not None:
                         self.population.observe_eval(evaluation.per_seed)
-                        per_member = {**per_member, "eval_return": self.population.member_means(evaluation.per_seed)}
+                        per_member = {**per_member, EVAL_RETURN: self.population.member_means(evaluation.per_seed)}
             records.append(
                 UpdateRecord(
-                    update=self._updates_done,
-                    env_steps=self._updates_done * steps_per_update,
+                    update=progress.updates_done,
+                    env_steps=progress.updates_done * steps_per_update,
                     # interpolated within the chunk: the host only sees chunk boundaries
                     wall_time=begin + seconds * (i + 1) / len(rows),
                     sps=sps,
@@ -360,37 +366,17 @@ class TrainingSession(CommandSteps, CheckpointSteps, EvaluationSteps, Population
         history, steps = self._store.history()
         snapshot = MetricsSnapshot(
             state=self.state,
-            update=self._updates_done,
+            update=self._progress.updates_done,
             total_updates=self.total_updates,
             env_steps=self.env_steps,
             total_env_steps=self.total_updates * self.backend.steps_per_update,
-            elapsed=self._elapsed(),
+            elapsed=self._progress.elapsed(),
             sps=self._last_sps,
-            hparams=MappingProxyType(self._hparams.as_floats()),
+            hparams=MappingProxyType(self._progress.hparams.as_floats()),
             new_records=new_records,
             history=history,
             history_env_steps=steps,
             seed_returns=self._store.seed_returns(),
             population=self.population.view() if self.population is not None else None,
         )
-        self._notify("on_metrics", snapshot)
-
-    def _set_state(self, state: SessionState, message: str | None = None) -> None:
-        with self._state_lock:
-            self._state = state
-        self._notify("on_state", state, message)
-
-    def _event(self, kind: str, message: str, **data) -> None:
-        self._notify("on_event", self.event_now(kind, message, **data))
-
-    def _notify(self, method: str, *args) -> None:
-        """Call every listener. Whatever one raises (SystemExit and KeyboardInterrupt
-        included: on this thread they would end it unreported) becomes ListenerFailed,
-        which ends the session in the ERROR state; once failing, it is passed over."""
-        for listener in self._listeners:
-            try:
-                getattr(listener, method)(*args)
-            except BaseException as exc:
-                if self._failing:
-                    continue
-                raise ListenerFailed(f"{type(listener).__name__} failed: {one_line(exc)}") from exc
+        self._reporter.snapshot(snapshot)

@@ -28,7 +28,7 @@ from typing import Protocol
 
 import numpy as np
 
-from rltui.control import protocol
+from rltui.session.command_json import ProtocolError, command_from_message, command_message
 from rltui.session.commands import Command, Stop
 
 HEARTBEAT_SECONDS = 1.0
@@ -84,7 +84,7 @@ class LocalSync:
 
 def encode_row(commands: list[Command], chunk_size: int, stop: bool) -> np.ndarray:
     # The control protocol's command messages: one encoding of a command, wherever it travels.
-    payload = json.dumps([protocol.command_message(c) for c in commands]).encode()
+    payload = json.dumps([command_message(c) for c in commands]).encode()
     if len(payload) > ROW_BYTES - 4 * _HEADER:
         raise ValueError("commands do not fit in one row")
     row = np.zeros(ROW_BYTES, np.uint8)
@@ -101,8 +101,8 @@ def decode_row(row: np.ndarray) -> tuple[list[Command], int, bool]:
     commands = []
     for item in json.loads(payload):
         try:
-            commands.append(protocol.command_from_message(item))
-        except protocol.ProtocolError:
+            commands.append(command_from_message(item))
+        except ProtocolError:
             # A command the protocol refuses (an empty member list from a local client) is
             # dropped alike on every process: they all decode process 0's row.
             continue

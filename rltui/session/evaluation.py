@@ -78,7 +78,7 @@ class JaxEvaluator:
     def __init__(self, backend: Any, episodes: int, seed: int):
         import jax
 
-        from trainers.algos import make_trainer
+        from trainers.algorithms import make_trainer
         from trainers.evaluate import evaluate
 
         self._backend = backend

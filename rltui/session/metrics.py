@@ -16,7 +16,14 @@ import numpy as np
 from rltui.session.events import SessionState
 from rltui.session.history import CAPACITY as CURVE_CAPACITY
 from rltui.session.history import SEED_PREFIX, CurveBuffer, Curves, empty_curves
-from trainers.metrics_spec import METRIC_NAMES, METRIC_SPECS, RECORDED_METRICS, TRAINER_METRICS  # noqa: F401
+from trainers.metrics_spec import (  # noqa: F401
+    EPISODE_RETURN,
+    METRIC_NAMES,
+    METRIC_SPECS,
+    RECORDED_METRICS,
+    SPS,
+    TRAINER_METRICS,
+)
 
 
 def _json_value(name: str, value: float) -> float | int | None:
@@ -50,7 +57,7 @@ class UpdateRecord:
     @property
     def overlay_returns(self) -> tuple[float, ...]:
         """The returns the chart overlays: each member's in a population, else each seed's."""
-        return self.per_member.get("episode_return") or self.per_seed.get("episode_return", ())
+        return self.per_member.get(EPISODE_RETURN) or self.per_seed.get(EPISODE_RETURN, ())
 
     def get(self, name: str) -> float:
         return self.values.get(name, math.nan)
@@ -60,7 +67,7 @@ class UpdateRecord:
             "update": self.update,
             "env_steps": self.env_steps,
             "wall_time": round(self.wall_time, 4),
-            "sps": round(self.sps, 1),
+            SPS: round(self.sps, 1),
         }
         for name in RECORDED_METRICS:
             value = self.values.get(name, math.nan)
@@ -78,6 +85,32 @@ class UpdateRecord:
                 if name in self.per_member
             }
         return out
+
+
+def record_from_json(data: Mapping[str, Any]) -> UpdateRecord:
+    """The inverse of `UpdateRecord.to_json` (null back to NaN): a metrics.jsonl line, or a
+    snapshot message's record, read back."""
+    values = {}
+    for name in RECORDED_METRICS:
+        value = data.get(name)
+        values[name] = math.nan if value is None else float(value)
+    return UpdateRecord(
+        update=int(data["update"]),
+        env_steps=int(data["env_steps"]),
+        wall_time=float(data["wall_time"]),
+        sps=float(data[SPS]),
+        values=values,
+        per_seed={
+            name: tuple(math.nan if v is None else float(v) for v in seeds)
+            for name, seeds in (data.get("seeds") or {}).items()
+            if name in RECORDED_METRICS and isinstance(seeds, list)
+        },
+        per_member={
+            name: tuple(math.nan if v is None else float(v) for v in members)
+            for name, members in (data.get("members") or {}).items()
+            if name in RECORDED_METRICS and isinstance(members, list)
+        },
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +149,7 @@ class MetricsSnapshot:
     @property
     def latest_return(self) -> float | None:
         """Mean return of the most recent update in which an episode finished."""
-        values = self.history.get("episode_return", ())
+        values = self.history.get(EPISODE_RETURN, ())
         for value in reversed(values):
             if math.isfinite(value):
                 return value
@@ -268,9 +301,9 @@ def records_from_history(
     return [
         UpdateRecord(
             update=i + 1, env_steps=int(at(steps, i)), wall_time=0.0,
-            sps=at(history["sps"], i) if "sps" in history else math.nan,
-            values={name: at(values, i) for name, values in history.items() if name != "sps"},
-            per_seed={"episode_return": tuple(at(v, i) for v in seed_returns)} if len(seed_returns) > 1 else {},
+            sps=at(history[SPS], i) if SPS in history else math.nan,
+            values={name: at(values, i) for name, values in history.items() if name != SPS},
+            per_seed={EPISODE_RETURN: tuple(at(v, i) for v in seed_returns)} if len(seed_returns) > 1 else {},
         )
         for i in range(count)
     ]
@@ -281,7 +314,6 @@ def load_run_history(store: MetricsStore, path: Path, last_update: int | None = 
     start from update 1, not from the checkpoint), up to `last_update`. Streamed in batches:
     memory stays the store's, whatever the file's length. Lines that are not records (cut
     short by a crash) are passed over. Returns the number of records read."""
-    from rltui.control.session_messages import record_from_json
     from rltui.infra.read_limits import read_lines
     from trainers.json_text import loads
 

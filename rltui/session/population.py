@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from rltui.config.sweep import PERTURBABLE, pbt_replace_count
+from rltui.config.sweep import pbt_replace_count
+from rltui.config.sweep_spec import PERTURBABLE
 from trainers.hparams import LIVE_HPARAMS, TRAINER_KEYS, DynamicHParams, HParamError, check_changes, quote
+from trainers.metrics_spec import EPISODE_RETURN, EVAL_RETURN, METRIC_SPECS
 
 TREND_LENGTH = 32  # recent returns kept per member for its sparkline
 _RULES = {key.attr: key.rule for key in TRAINER_KEYS}
@@ -60,7 +62,7 @@ class PBTPolicy:
     every_updates: int = 0  # 0: off
     fraction: float = 0.25
     perturb: tuple[float, ...] = (0.8, 1.25)
-    metric: str = "episode_return"  # or eval_return
+    metric: str = EPISODE_RETURN  # or EVAL_RETURN
     keys: tuple[str, ...] = ()  # perturbed keys; empty: the swept ones
     seed: int = 0
 
@@ -251,7 +253,7 @@ class Population:
         per_member = {}
         for name, values in per_agent.items():
             values = np.where(training, values, np.nan)
-            if name == "episodes":
+            if METRIC_SPECS[name].combine == "sum":  # a count: the training agents' total
                 out[name] = float(np.nansum(values))
                 per_member[name] = tuple(float(x) for x in np.nansum(values.reshape(self.num_members, -1), axis=1))
                 continue
@@ -294,7 +296,7 @@ class Population:
     def score(self, member: int) -> float:
         if self._states[member] is MemberState.DIVERGED:
             return -math.inf
-        if self.pbt.metric == "eval_return":
+        if self.pbt.metric == EVAL_RETURN:
             value = self._eval[member]
             return -math.inf if value is None else value
         window = self._window[member]

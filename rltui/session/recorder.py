@@ -13,15 +13,12 @@ from pathlib import Path
 
 from rltui.infra.owner_only import open_private
 from rltui.infra.read_limits import read_lines
+from rltui.runfiles.names import EVENTS, METRICS, METRICS_DISCARDED, POPULATION, POPULATION_DISCARDED, TEMPORARY_SUFFIX
 from rltui.runfiles.reader import is_count
 from rltui.session.controller import SessionListener
 from rltui.session.events import SessionEvent
 from rltui.session.metrics import MetricsSnapshot
 from trainers.json_text import loads
-
-DISCARDED = "metrics.discarded.jsonl"
-POPULATION = "population.jsonl"
-POPULATION_DISCARDED = "population.discarded.jsonl"
 
 
 class RunFileError(OSError):
@@ -37,7 +34,7 @@ def _file_error(err: OSError, path: Path) -> RunFileError:
 
 def _write_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` whole, or leave it as it was (a full disk, a crash)."""
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(path.name + TEMPORARY_SUFFIX)
     try:
         with open_private(tmp, "w", encoding="utf-8") as out:
             out.write(text)
@@ -55,7 +52,7 @@ def truncate_metrics(run_dir: Path, last_update: int) -> None:
     after it (written before a crash, or the updates a rollback undid) move to
     metrics.discarded.jsonl rather than being lost. Each file is replaced whole, so a full
     disk leaves both as they were; raises RunFileError naming the file."""
-    _set_aside(Path(run_dir) / "metrics.jsonl", DISCARDED, lambda record: _number(record, "update", last_update))
+    _set_aside(Path(run_dir) / METRICS, METRICS_DISCARDED, lambda record: _number(record, "update", last_update))
 
 
 def truncate_population(run_dir: Path, seq: int | None, last_update: int) -> None:
@@ -117,7 +114,7 @@ def record_abort(run_dir: Path, event: SessionEvent) -> None:
     at once after it: the recorder's own file belongs to the session thread, and an appended
     line of its own keeps the log whole. Best effort: an abort never waits on a full disk."""
     try:
-        with open_private(Path(run_dir) / "events.jsonl", "a", encoding="utf-8") as f:
+        with open_private(Path(run_dir) / EVENTS, "a", encoding="utf-8") as f:
             f.write(json.dumps(event.to_json()) + "\n")
     except OSError:
         pass
@@ -137,9 +134,9 @@ class RunRecorder(SessionListener):
 
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
-        self._metrics = _open(self.run_dir / "metrics.jsonl")
+        self._metrics = _open(self.run_dir / METRICS)
         try:
-            self._events = _open(self.run_dir / "events.jsonl")
+            self._events = _open(self.run_dir / EVENTS)
         except RunFileError:
             self._metrics.close()
             raise
@@ -167,7 +164,7 @@ class RunRecorder(SessionListener):
         if event.kind == "rolled back" and not self._metrics.closed:
             self._metrics.close()
             truncate_metrics(self.run_dir, event.update)
-            self._metrics = open_private(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
+            self._metrics = open_private(self.run_dir / METRICS, "a", encoding="utf-8")
         if event.kind == "rolled back" and "population_seq" in event.data:
             if self._population is not None and self._population.closed:
                 return  # written no more, after a failure

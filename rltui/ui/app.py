@@ -4,9 +4,13 @@ It uses only the session interface (`rltui.session.interface.SessionClient`), wh
 in-process `TrainingSession` and the attached `RemoteSession` both implement. Session
 callbacks arrive on another thread and are forwarded as messages (`rltui.ui.messages`);
 the device sampler runs in a worker thread. Nothing here blocks the UI on training.
-`DashboardApp` handles those messages in `rltui.ui.session_handlers` and the user's keys
-and palette commands in `rltui.ui.actions`; here it starts up, shuts down and lists its
-keys and commands.
+
+Textual finds an App's handlers by name, so they are all here: the messages from other
+threads (`on_*`), the user's keys and palette commands (`action_*`, with `check_action`).
+The work is in the App's parts, each given what it uses: the run as the dashboard knows
+it and which keys apply (`RunStatus`), when snapshots are drawn and the status line's
+clocks (`SnapshotDisplay`), what the messages change on screen (`SessionView`); and
+what the actions work out apart from the App (`rltui.ui.actions`).
 
 Quitting stops an in-process run (it cannot outlive this process); an attached run goes
 on when the dashboard leaves, and is stopped only by its own confirmed key.
@@ -18,21 +22,34 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
-from textual.message import Message
 from textual.screen import Screen
 
 from rltui.config.build import RunConfig
-from rltui.session import SessionState
+from rltui.formatting import fmt_hparam
+from rltui.session import MetricsSnapshot, Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
+from rltui.session.commands import CloneMember, FreezeMembers, Rollback
 from rltui.session.devices import DeviceSampler, DeviceStatsSource
 from rltui.session.interface import SessionClient
-from rltui.ui.actions import DashboardActions
-from rltui.ui.messages import SessionBridge
-from rltui.ui.screens import DashboardScreen
-from rltui.ui.session_handlers import SessionHandlers
+from rltui.ui import actions, availability
+from rltui.ui.messages import (
+    DeviceStatsSampled,
+    MetricsUpdated,
+    SessionBridge,
+    SessionEventLogged,
+    SessionStateChanged,
+)
+from rltui.ui.run_status import RunStatus
+from rltui.ui.screens import CloneDialog, DashboardScreen, HelpScreen, HParamEditor, QuitConfirm, StopRunConfirm
+from rltui.ui.screens.clone import CloneChoice
+from rltui.ui.session_view import SessionView
+from rltui.ui.snapshot_display import SnapshotDisplay
 from rltui.ui.terminal import EndsWithItsTerminal
 from rltui.ui.themes import load_themes, resolve_theme_name
+from rltui.ui.widgets import Leaderboard
+from trainers.hparams import ALGO_HPARAMS
 
 # After Stop, how long to wait for the chunk in flight (or a compile) before giving up:
 # the session thread is a daemon, so the process can still exit.
@@ -40,7 +57,7 @@ STOP_TIMEOUT = 5.0
 WATCH_KEY = "a"  # the agent; "w" is the chart's smoothing
 
 
-class DashboardApp(SessionHandlers, DashboardActions, EndsWithItsTerminal, App[None]):
+class DashboardApp(EndsWithItsTerminal, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "rltui"
     # ctrl+q quits an owned run and detaches from an attached one (check_action picks).
@@ -77,39 +94,40 @@ class DashboardApp(SessionHandlers, DashboardActions, EndsWithItsTerminal, App[N
         self.run_dir = Path(run_dir)
         self.device_source = device_source if device_source is not None else DeviceSampler()
         self.device_interval = device_interval
+        self._edit_members: tuple[int, ...] | None = None  # a population: whom the open editor edits
+        self.dashboard = DashboardScreen(config, chart_interval=chart_interval)
+        self.run_status = RunStatus(session.state, attached=session.outlives_client, num_seeds=config.num_seeds)
         # Panels show the latest snapshot at most this often. Chunks end ~3 times a second
         # and every redraw is CPU taken from training (measured in benchmarks/dashboard.py).
-        self.refresh_interval = refresh_interval
-        self._last_shown = -float("inf")
-        self._show_timer = None
-        self._clock = clock
-        self.session_state: SessionState = session.state
-        self.state_message: str | None = None
-        self._ending_events: list[dict] = []  # those of ENDING_EVENTS since the session (re)started
-        self.pending: str | None = None  # "pausing", "resuming", "stopping": asked, not yet confirmed
-        self.pending_edits: dict[str, float] = {}
-        self._edit_members: tuple[int, ...] | None = None  # a population: whom the open editor edits
-        self.latest = None  # the latest MetricsSnapshot
-        self._latest_at = 0.0  # when it arrived (self._clock)
-        self._shown_at: float | None = None  # when the snapshot on screen arrived
-        self._compile_started: float | None = None
-        # The update of the first chunk seen since training (re)started: that chunk pays
-        # start-up costs (a compile, caches), so its speed says little about the rest, and
-        # the ETA waits for a later one.
-        self._first_chunk_update: int | None = None
-        if session.state in (SessionState.RUNNING, SessionState.PAUSED):
-            # Attached to a run in progress: its speed is the run's, past its start-up.
-            self._first_chunk_update = -1
-        self.quitting = False  # Stop sent; the app exits when the session has ended
-        self.attached = session.outlives_client  # the run goes on without this dashboard
-        self.dashboard = DashboardScreen(config, chart_interval=chart_interval)
-        # Messages that arrive before the dashboard's widgets exist (a session that was
-        # already running) wait here and are replayed once it is ready.
-        self._dashboard_ready = False
-        self._early: list[Message] = []
+        self.snapshots = SnapshotDisplay(self.dashboard, self.run_status, set_timer=self.set_timer,
+                                         refresh_interval=refresh_interval, clock=clock)
+        self.session_view = SessionView(self, self.dashboard, self.run_status, self.snapshots, session,
+                                        steps_per_update=config.steps_per_update)
         # Added before the session starts (in on_mount), so no callback is missed.
         session.add_listener(SessionBridge(self))
 
+    # The run as the App's callers read it.
+    @property
+    def session_state(self) -> SessionState:
+        return self.run_status.state
+
+    @property
+    def state_message(self) -> str | None:
+        return self.run_status.message
+
+    @property
+    def pending_edits(self) -> dict[str, float]:
+        return self.run_status.pending_edits
+
+    @property
+    def latest(self) -> MetricsSnapshot | None:
+        return self.snapshots.latest
+
+    @property
+    def attached(self) -> bool:
+        return self.run_status.attached
+
+    # --- start and end ------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
         return self.dashboard
 
@@ -127,28 +145,223 @@ class DashboardApp(SessionHandlers, DashboardActions, EndsWithItsTerminal, App[N
         self.dashboard.hparams_panel.values = self.session.hparams.as_floats()
         for problem in self.theme_problems:
             self.notify(problem, title="theme skipped", severity="warning", timeout=8)
-        self._show_state()
-        self.set_interval(1.0, self._tick)
+        self.session_view.show_state()
+        self.set_interval(1.0, self.snapshots.tick)
         self._sample_devices()
         self.set_interval(self.device_interval, self._sample_devices)
-        self._dashboard_ready = True
-        for early in self._early:
-            self._handle(early)
-        if self._early:
-            # On a terminal, panels filled in this first frame (the events a run had
-            # logged before this client attached) can keep the height of their empty
-            # text: lay them out again once that frame is drawn.
-            self.call_after_refresh(self._relayout_dashboard)
-        self._early.clear()
+        self.session_view.ready()
         if self.session.state is SessionState.IDLE:
             self.session.start()
 
-    def _relayout_dashboard(self) -> None:
-        for widget in self.dashboard.walk_children():
-            widget.refresh(layout=True)
-
     def on_unmount(self) -> None:
         self.device_source.close()
+
+    # --- messages from other threads (held until the dashboard is ready) ------------------
+    def on_metrics_updated(self, message: MetricsUpdated) -> None:
+        self.session_view.handle(message)
+
+    def on_session_state_changed(self, message: SessionStateChanged) -> None:
+        self.session_view.handle(message)
+
+    def on_session_event_logged(self, message: SessionEventLogged) -> None:
+        self.session_view.handle(message)
+
+    def on_device_stats_sampled(self, message: DeviceStatsSampled) -> None:
+        self.session_view.handle(message)
+
+    @work(thread=True, exclusive=True, group="devices", exit_on_error=False)
+    def _sample_devices(self) -> None:
+        # psutil, JAX and NVML calls can take milliseconds: never on the UI thread.
+        self.post_message(DeviceStatsSampled(self.device_source.sample()))
+
+    # --- the user's keys and palette commands -------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.run_status.shows(action, parameters, population=self.dashboard.population)
+
+    def action_explain(self, action: str) -> None:
+        self._refused(action)
+
+    def _refused(self, action: str) -> bool:
+        """Notify why `action` cannot act now, if it cannot: keys and palette commands
+        that can do nothing say why rather than nothing."""
+        reason = self.run_status.unavailable_reason(action, population=self.dashboard.population)
+        if reason is not None:
+            self.notify(reason, title=availability.TITLES[action], timeout=4)
+        return reason is not None
+
+    def action_toggle_pause(self) -> None:
+        if self._refused("pause"):
+            return
+        if self.run_status.wants_paused:
+            self.action_resume()
+        else:
+            self.action_pause()
+
+    def action_pause(self) -> None:
+        self._ask(Pause(), "pausing")
+
+    def action_resume(self) -> None:
+        self._ask(Resume(), "resuming")
+
+    def _ask(self, command, pending: str) -> None:
+        """Send a command whose effect the status line shows as pending until the session says it is done."""
+        self.session.submit(command)
+        self.run_status.pending = pending
+        self.session_view.show_state()
+
+    def action_edit_hparams(self) -> None:
+        if isinstance(self.screen, HParamEditor) or self._refused("edit_hparams"):
+            return
+        if not self.is_screen_installed("hparam-editor"):
+            editor = HParamEditor(self.session.hparams.as_floats(), fields=ALGO_HPARAMS[self.config.algo])
+            self.install_screen(editor, "hparam-editor")
+        editor = self.get_screen("hparam-editor")
+        members = self._edit_members = self.dashboard.edit_members
+        values = self.session.hparams.as_floats()
+        target = None
+        if self.dashboard.population:
+            target = "every member" if members is None else actions.members_text(members)
+            values = actions.edit_start_values(values, members, self.latest)
+        editor.prepare(values, target)
+        self.push_screen(editor, self._edit_chosen)
+
+    def _edit_chosen(self, change: dict[str, float] | None) -> None:
+        if not change:
+            return
+        members = self._edit_members
+        self.session.submit(SetHParams(change, members=members))
+        text = ", ".join(f"{k} → {fmt_hparam(k, v)}" for k, v in change.items())
+        if members is None:
+            # The run's own values change (every member's): the panel shows them pending.
+            self.run_status.pending_edits.update(change)
+            self.dashboard.hparams_panel.pending = dict(self.run_status.pending_edits)
+        else:
+            text += f" for {actions.members_text(members)}"
+        self.notify(f"{text} at the next chunk boundary", title="edit sent", timeout=3)
+
+    def on_leaderboard_freeze_requested(self, message: Leaderboard.FreezeRequested) -> None:
+        if self._refused("freeze_members"):
+            return
+        self.session.submit(FreezeMembers(message.members, message.frozen))
+        verb = "freezing" if message.frozen else "thawing"
+        self.notify(f"{verb} {actions.members_text(message.members)} at the next chunk boundary", timeout=3)
+
+    def on_leaderboard_clone_requested(self, message: Leaderboard.CloneRequested) -> None:
+        if isinstance(self.screen, CloneDialog) or self._refused("clone_member"):
+            return
+        view = self.dashboard.leaderboard.view
+        if view is None:
+            return
+        source = message.source
+
+        def chosen(choice: CloneChoice | None) -> None:
+            if choice is not None:
+                self.session.submit(CloneMember(source, choice.targets, choice.factor))
+                self.notify(f"member {source} into {actions.members_text(choice.targets)}, factor {choice.factor:g}, "
+                            "at the next chunk boundary", title="clone sent", timeout=3)
+
+        self.push_screen(CloneDialog(source, message.targets, len(view.members), view.keys), chosen)
+
+    def action_save_checkpoint(self) -> None:
+        if self._refused("save_checkpoint"):
+            return
+        self.session.submit(SaveCheckpoint())
+        self.notify("Checkpoint requested: saved at the next chunk boundary.", timeout=3)
+
+    def action_rollback(self) -> None:
+        if not self._refused("rollback"):
+            self.session.submit(Rollback())
+            # Whether a checkpoint exists the session knows: it says so in the events if none does.
+            kept = ("each member's values as the checkpoint holds them" if self.dashboard.population
+                    else "hyperparameters are kept")
+            self.notify(f"Rollback requested: to the latest checkpoint ({kept}).", timeout=3)
+
+    def action_cycle_chart(self) -> None:
+        self.dashboard.action_cycle_chart()
+
+    def action_cycle_side_panel(self) -> None:
+        self.dashboard.action_cycle_side_panel()
+
+    def action_save_svg(self) -> None:
+        # Earlier notes (a saved checkpoint, the last screenshot's path) are not part of
+        # the dashboard: they go first, and the screenshot waits for a frame without them.
+        self.clear_notifications()
+        self.call_after_refresh(self._save_svg)
+
+    def _save_svg(self) -> None:
+        update = self.latest.update if self.latest is not None else 0
+        try:
+            path = actions.save_screenshot(self.run_dir, update, self.export_screenshot())
+        except OSError as err:
+            self.notify(f"cannot save screenshot: {err}", severity="error")
+            return
+        self.notify(path, title="screenshot saved", timeout=4)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            keys = actions.help_keys(self.dashboard.BINDINGS, self.BINDINGS, population=self.dashboard.population)
+            self.push_screen(HelpScreen([b for b in keys if self.run_status.applies(b.action)]))
+
+    def action_watch(self) -> None:
+        """The watch view on the run's own env, playing its current parameters (copied by
+        the session at a chunk boundary, or sent by an attached run on request); stepped in
+        a worker thread, so neither the UI nor training waits for it."""
+        from rltui.ui.screens.watch import LIVE_SPEED, WatchScreen
+        from rltui.watch.live import live_imports, live_player
+
+        if isinstance(self.screen, WatchScreen):
+            return
+        config, session = self.config, self.session
+        module = live_imports(config)
+        if module is not None:
+            self.notify(f"watching imports the env module {module} (the run's env, {config.env}) into this process",
+                        title="watch", timeout=6)
+
+        def make_player(cancelled):
+            return live_player(config, session, cancelled=cancelled, on_cpu=self.attached)
+
+        self.push_screen(WatchScreen(make_player=make_player, speed=LIVE_SPEED,
+                                     title=f"{config.env}: the policy as it trains"))
+
+    def action_detach(self) -> None:
+        """Leave an attached run; it goes on (run_dashboard closes the connection)."""
+        self.exit()
+
+    def action_stop_run(self) -> None:
+        if not isinstance(self.screen, StopRunConfirm) and not self._refused("stop_run"):
+            self.push_screen(StopRunConfirm(self.run_status.state, self.run_status.pending), self._stop_run_answered)
+
+    def _stop_run_answered(self, stop: bool | None) -> None:
+        if stop and self.run_status.is_live:
+            # Stays open: the run's last states and events arrive before it closes.
+            self._ask(Stop(), "stopping")
+
+    async def action_quit(self) -> None:
+        """q, ctrl+q and the palette's Quit: ask first while training runs; while the
+        session is stopping, quit at once (run_dashboard still waits, bounded). An
+        attached dashboard only detaches."""
+        if self.attached:
+            self.action_detach()
+        elif not self.run_status.is_live:
+            self.exit()
+        elif not isinstance(self.screen, QuitConfirm):
+            self.push_screen(QuitConfirm(self.run_status.state, self.run_status.pending), self._quit_answered)
+
+    async def action_help_quit(self) -> None:
+        """ctrl+c: Textual's own binding only notes which key quits; here it is that key,
+        q (asks first while training runs; attached, detaches)."""
+        await self.action_quit()
+
+    def _quit_answered(self, stop: bool | None) -> None:
+        if not stop:
+            return
+        # Stay up until the session has ended: one chunk (a fraction of a second), or the
+        # rest of a compile, which XLA cannot interrupt. Exiting with the session thread
+        # inside XLA would abort the interpreter at shutdown.
+        self.run_status.quitting = True
+        self._ask(Stop(), "stopping")
+        if self.run_status.state is SessionState.COMPILING:
+            self.notify("Stopping once the compile finishes. Press q again to quit at once.", timeout=30)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         for command in super().get_system_commands(screen):
@@ -182,5 +395,3 @@ class DashboardApp(SessionHandlers, DashboardActions, EndsWithItsTerminal, App[N
         yield SystemCommand("Save SVG screenshot", f"Into the run directory {self.run_dir} (x)", self.action_save_svg)
         yield SystemCommand("Watch the agent", f"The policy playing its env, live ({WATCH_KEY})", self.action_watch)
         yield SystemCommand("Help", "Keys and how the dashboard works (?)", self.action_help)
-
-

@@ -14,22 +14,23 @@ from rich.console import Console
 from rich.text import Text
 
 from rltui.config.build import RunConfig
+from rltui.errors import ExitCode
 from rltui.headless import GuardedOutput
+from rltui.runfiles.checkpoints import CheckpointStore
 from rltui.runfiles.summary import checkpoint_failure_line, continue_line, return_text, summary_line
 from rltui.session import MetricsSnapshot, SessionState
-from rltui.session.checkpoints import CheckpointStore
 from rltui.session.interface import SessionClient
 from rltui.ui.app import STOP_TIMEOUT, DashboardApp
-from rltui.ui.session_handlers import LIVE
+from rltui.ui.run_status import LIVE
 
 
 def run_dashboard(
     session: SessionClient, config: RunConfig, run_dir: Path, theme: str | None = None, *, device_source=None
-) -> int:
+) -> ExitCode:
     """Run the dashboard until the user quits, then let go of the session: stop an owned
-    one and wait for it (bounded), or detach from an attached one, which goes on. 0, or 1
-    if training or the UI failed. Raises ValueError for an unknown theme, before anything
-    starts.
+    one and wait for it (bounded), or detach from an attached one, which goes on. OK, or
+    ERROR if training, the UI or the final checkpoint failed. Raises ValueError for an
+    unknown theme, before anything starts.
 
     SIGHUP (the terminal closed, an SSH connection dropped) is a quit with nobody left to
     ask, whatever is on screen: an owned run stops at the next chunk boundary and writes its
@@ -92,8 +93,8 @@ def run_dashboard(
                    lr=float(session.hparams.lr) if diverged else None)
     if go_on is not None:
         console.print(Text(go_on, style="dim"))
-    failed = session.state is SessionState.ERROR or (app.return_code or 0) != 0 or failure is not None
-    return 1 if failed else 0
+    failed = session.state is SessionState.ERROR or bool(app.return_code) or failure is not None
+    return ExitCode.ERROR if failed else ExitCode.OK
 
 
 def _failure_summary(snapshot: MetricsSnapshot, failure) -> str:

@@ -10,15 +10,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from rltui.render import Frame, Size, render_safely, renderer_for
 from rltui.watch.params import PolicyMismatch, acting_template, adopt_params
-
-if TYPE_CHECKING:
-    from rltui.watch.live import LivePolicy
 
 
 class StepView(NamedTuple):
@@ -90,13 +87,24 @@ def _fetch(tree):
     return jax.device_get(tree)
 
 
+class LiveParams(Protocol):
+    """Where a Player on a running session gets newer parameters (`watch.live.LivePolicy`):
+    asked for as an episode ends, taken as the next begins."""
+
+    problem: str | None  # why the latest copy could not be played; the view says it
+
+    def ask(self) -> None: ...
+
+    def take(self, wait: float | None = None) -> Any: ...  # a ParamsSnapshot, or None
+
+
 class Player:
     """A policy acting in one env, step by step. `greedy` picks the most probable action
     (the mean, continuous); otherwise actions are sampled. `acting` is (params, obs_stats)
-    as the trainer holds them; with `live` (a LivePolicy) each new episode takes the run's
+    as the trainer holds them; with `live` (LiveParams) each new episode takes the run's
     latest parameters."""
 
-    def __init__(self, config, acting, seed: int = 0, greedy: bool = True, live: LivePolicy | None = None,
+    def __init__(self, config, acting, seed: int = 0, greedy: bool = True, live: LiveParams | None = None,
                  policy_update: int | None = None, parallel=None, template=None, device=None):
         import jax
 
@@ -157,8 +165,8 @@ class Player:
         import jax.numpy as jnp
 
         from trainers import networks
-        from trainers.envs import NoResetKey
         from trainers.rollout import env_action
+        from trainers.step_keys import NoResetKey
 
         act_key, step_key = jax.random.split(key)
         hidden, out = self.trainer.act_step(acting, hidden, obs[None])

@@ -171,7 +171,7 @@ def test_the_documented_example_runs(tmp_path):
     text = (REPO / "docs" / "python-api.md").read_text()
     code = re.search(r"```python\n(.*?)```", text, re.DOTALL).group(1)
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
-    env.update(JAX_PLATFORMS="cpu", XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONPATH=str(REPO))
+    env.update(JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
                           timeout=300, check=False)
     assert done.returncode == 0, done.stderr
@@ -253,7 +253,7 @@ def test_a_command_line_run_on_a_built_in_env_resumes_from_python_without_the_en
     tiny = ["--set", "num_envs=4", "--set", "num_steps=32", "--set", "num_minibatches=2", "--set", "update_epochs=1",
             "--set", "hidden_sizes=[16]", "--set", "total_timesteps=256"]
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH", "COLUMNS", "FORCE_COLOR")}
-    env.update(JAX_PLATFORMS="cpu", XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONPATH=str(REPO))
+    env.update(JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO))
     done = subprocess.run([sys.executable, "-m", "rltui", "launch", "--no-ui", "--set", "env=CartPole-v1",
                            "--run-dir", str(run), *tiny], capture_output=True, text=True, cwd=tmp_path, env=env,
                           timeout=300, check=False)

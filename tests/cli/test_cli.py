@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import tomllib
 from pathlib import Path
@@ -29,6 +30,8 @@ METRIC_FIELDS = (
 
 
 def cli_env(cache: Path | None = None, **extra: str) -> dict[str, str]:
+    """The environment of an `rltui` subprocess; its JAX compilation cache is the session's
+    (tests/conftest.py) unless `cache` names another."""
     env = dict(os.environ)
     for name in ("XLA_FLAGS", "COLUMNS", "LINES", "FORCE_COLOR", "TTY_INTERACTIVE", "TTY_COMPATIBLE", "JAX_ENABLE_X64"):
         env.pop(name, None)
@@ -41,8 +44,6 @@ def cli_env(cache: Path | None = None, **extra: str) -> dict[str, str]:
 
 
 def rltui(args, cwd: Path, *, cache: Path | None = None, timeout: float = 60, **env) -> subprocess.CompletedProcess:
-    if cache is None:
-        cache = cwd / ".cache-unused"
     return subprocess.run(
         [sys.executable, "-m", "rltui", *args],
         cwd=cwd, env=cli_env(cache, **env), capture_output=True, text=True, timeout=timeout,
@@ -54,7 +55,7 @@ def python(
 ) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code), *args],
-        cwd=cwd, env=cli_env(cache or cwd / ".cache-unused"), capture_output=True, text=True, timeout=timeout,
+        cwd=cwd, env=cli_env(cache), capture_output=True, text=True, timeout=timeout,
     )
 
 
@@ -63,10 +64,10 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def shared_cache(tmp_path_factory) -> Path:
-    """One JAX compilation cache for the real runs after the first: same shapes, so later
-    runs skip most of the compile."""
-    return tmp_path_factory.mktemp("xdg-cache")
+def shared_cache() -> Path:
+    """The session's JAX compilation cache (tests/conftest.py): same shapes, so later runs
+    skip most of the compile."""
+    return Path(os.environ["XDG_CACHE_HOME"])
 
 
 # --- bad input: one line, exit 2, nothing created ---------------------------------------
@@ -141,6 +142,17 @@ def test_bad_input_is_rejected_before_jax_is_imported(tmp_path):
         tmp_path,
     )
     assert "RC 2 JAX False" in result.stdout, result.stdout + result.stderr
+
+
+def test_a_warning_and_an_error_are_each_one_line_on_stderr(capsys):
+    from rltui.errors import ExitCode, report, warn
+
+    warn("--theme has no effect without the dashboard")
+    assert report("lr: expected a number") == ExitCode.USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == ("rltui: warning: --theme has no effect without the dashboard\n"
+                            "rltui: error: lr: expected a number\n")
 
 
 # --- help and envs ------------------------------------------------------------------------
@@ -332,7 +344,7 @@ print("LEAKED", leaked())
     assert "LEAKED []" in result.stdout, result.stdout + result.stderr
 
 
-def guarded_main(args: list[str], cwd: Path, cache: Path) -> subprocess.CompletedProcess:
+def guarded_main(args: list[str], cwd: Path, cache: Path | None = None) -> subprocess.CompletedProcess:
     """`rltui ARGS` in-process under the import guard; prints RC and LEAKED."""
     code = _GUARD + """
 from rltui.cli import main
@@ -360,7 +372,7 @@ def test_run_reading_commands_do_not_import_dashboard(tmp_path):
 
     run = make_run(tmp_path / "runs" / "a", 3)
     for args in (["compare", str(run)], ["export", str(run), "--csv", "-"], ["info", str(run.parent)]):
-        result = guarded_main(args, tmp_path, tmp_path / "cache")
+        result = guarded_main(args, tmp_path)
         assert "LEAKED []" in result.stdout, args + [result.stdout, result.stderr[-2000:]]
 
 
@@ -449,9 +461,11 @@ class Fake:
     def build(self, hp):
         pass
     def run_chunk(self, n, hp):
-        if self.mode.startswith("slow"):  # a chunk in flight long enough for two Ctrl+C
+        if self.mode.startswith("slow"):  # a chunk in flight until the test lets it end
             (run_dir.parent / "started").touch()
-            time.sleep(1.0)
+            deadline = time.monotonic() + 60
+            while not (run_dir.parent / "release").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
         rows = []
         for _ in range(n):
             self.done += 1
@@ -487,6 +501,49 @@ if mode == "late-ctrl-c":
 sys.exit(run_headless(session, run_dir, on_abort=lambda: (run_dir.parent / "aborted").touch(),
                       second_interrupt_quits=mode != "slow-api"))
 """
+
+
+class Said:
+    """What a process writes to a pipe, collected by a thread as it comes."""
+
+    def __init__(self, stream):
+        self._parts: list[str] = []
+        self._reader = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._reader.start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self._parts.append(line)
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    def wait_for(self, needle: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while needle not in self.text:
+            assert time.monotonic() < deadline, f"{needle!r} never said: {self.text[-3000:]}"
+            time.sleep(0.01)
+
+    def all(self, timeout: float = 30) -> str:
+        """Everything, once the pipe has closed."""
+        self._reader.join(timeout)
+        return self.text
+
+
+def start_fake_chunk(tmp_path: Path, mode: str, run_dir: Path) -> tuple[subprocess.Popen, Said]:
+    """The fake headless run in `mode` ("slow..."), once its first chunk is in flight: that
+    chunk lasts until the test creates the file `release`."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_FAKE_HEADLESS), mode, str(run_dir)], cwd=tmp_path,
+        env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    said = Said(proc.stderr)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "started").exists():
+        assert time.monotonic() < deadline and proc.poll() is None, said.all()
+        time.sleep(0.01)
+    return proc, said
 
 
 def fake_headless(tmp_path: Path, mode: str, run_dir: str) -> subprocess.CompletedProcess:
@@ -549,7 +606,7 @@ def test_output_into_a_pipe_closed_early_ends_quietly(tmp_path):
     # `rltui envs | head -1`: the reader is gone before rltui writes (gymnax's import
     # takes a second), so every write meets a closed pipe.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rltui", "envs"], cwd=tmp_path, env=cli_env(tmp_path / ".cache-unused"),
+        [sys.executable, "-m", "rltui", "envs"], cwd=tmp_path, env=cli_env(),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     proc.stdout.close()
@@ -562,21 +619,18 @@ def test_for_the_python_api_a_second_ctrl_c_still_waits_for_the_boundary(tmp_pat
     """A notebook's kernel gets Ctrl+C from its interrupt button: the API never quits the
     process, it stops at the chunk boundary and writes the final checkpoint."""
     run_dir = tmp_path / "r"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(_FAKE_HEADLESS), "slow-api", str(run_dir)], cwd=tmp_path,
-        env=cli_env(tmp_path / ".cache-unused"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    proc, said = start_fake_chunk(tmp_path, "slow-api", run_dir)
     try:
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.3)
+        said.wait_for("Stopping at the next chunk boundary")  # the first is handled: a stop is requested
         proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=30)
+        said.wait_for("Still stopping at the next chunk boundary")  # the second is handled, the chunk still in flight
+        (tmp_path / "release").touch()
+        proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
+    stderr = said.all()
     assert "Still stopping at the next chunk boundary" in stderr, stderr
     assert "Ctrl+C again" not in stderr and "Aborted" not in stderr, stderr
     assert not (tmp_path / "aborted").exists()
@@ -601,25 +655,16 @@ def test_headless_second_ctrl_c_quits_at_once_and_cleans_up(tmp_path):
     run_dir = tmp_path / "r"
     (run_dir / "checkpoints").mkdir(parents=True)
     (run_dir / "checkpoints" / "checkpoint-000000004.msgpack").write_bytes(b"")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(_FAKE_HEADLESS), "slow", str(run_dir)],
-        cwd=tmp_path,
-        env=cli_env(tmp_path / ".cache-unused"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, said = start_fake_chunk(tmp_path, "slow", run_dir)
     try:
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.3)  # the first is handled (a stop is requested); the chunk is still in flight
+        said.wait_for("Stopping at the next chunk boundary")  # the first is handled; the chunk is still in flight
         proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
+    stderr = said.all()
     assert proc.returncode == 130, stderr
     assert "next chunk boundary" in stderr, stderr
     assert ("Aborted without a final checkpoint; the latest checkpoint is from update 4. "

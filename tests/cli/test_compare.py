@@ -32,6 +32,16 @@ def test_ema_is_debiased():
     assert ema([1.0, 5.0], 0.0) == pytest.approx([1.0, 5.0])
 
 
+def test_ema_passes_over_points_that_are_not_numbers():
+    # The chart's series hold NaN where no episode ended: a gap stays a gap and weighs
+    # nothing, so the points after it are smoothed as if it were not there.
+    smoothed = ema([1.0, math.nan, 3.0, math.inf], 0.5)
+    assert smoothed[[0, 2]] == pytest.approx([1.0, 7 / 3])
+    assert np.isnan(smoothed[[1, 3]]).all()
+    with pytest.raises(ValueError):
+        ema([1.0], 1.0)
+
+
 def test_iqm_trims_a_quarter_at_each_end():
     assert iqm([8, 1, 7, 2, 6, 3, 5, 4]) == pytest.approx(4.5)  # mean of 3, 4, 5, 6
     # n = 5: the middle 50% is [1.25, 3.75) of the count: 0.75 x 2 + 3 + 0.75 x 4, over 2.5.
@@ -222,7 +232,7 @@ def test_a_huge_run_loads_quickly(tmp_path):
 
 
 def test_config_differences_read_as_set_items():
-    from rltui.commands.compare import config_differences
+    from rltui.runfiles.comparison import config_differences
 
     base = {"lr": 1e-3, "anneal_lr": True, "hidden_sizes": [64, 64]}
     other = {"lr": 1e-3, "anneal_lr": False, "hidden_sizes": [32], "sweep": {"lr": "loguniform(1e-5,1e-2)"}}

@@ -72,17 +72,16 @@ def make_bandit(arms: int = 2):
 TRAIN = ["--set", "total_timesteps=16384", "--set", "num_envs=8", "--set", "num_steps=32", "--set", "lr=0.003"]
 
 
-def cli_env(tmp: Path, *, with_module: bool = True) -> dict[str, str]:
+def cli_env(*, with_module: bool = True) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "COLUMNS", "FORCE_COLOR", "PYTHONPATH")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([str(TESTS)] if with_module else []))
     env["JAX_PLATFORMS"] = "cpu"
-    env["XDG_CACHE_HOME"] = str(tmp / "cache")
     return env
 
 
 def rltui(args, tmp: Path, *, with_module: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "rltui", *map(str, args)], cwd=tmp, env=cli_env(tmp, with_module=with_module),
+        [sys.executable, "-m", "rltui", *map(str, args)], cwd=tmp, env=cli_env(with_module=with_module),
         capture_output=True, text=True, timeout=timeout, check=False,
     )
 
@@ -309,7 +308,7 @@ def _start_process(cwd: Path, process_id: int, port: int, *, with_module: bool) 
             "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(process_id),
             "--peer-timeout", "30"]
     return subprocess.Popen([sys.executable, "-m", "rltui", *args], cwd=cwd,
-                            env=cli_env(cwd.parent, with_module=with_module),
+                            env=cli_env(with_module=with_module),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -369,7 +368,7 @@ def make_bandit_without_a_declared_limit():
 def test_an_env_that_declares_no_step_limit_is_evaluated_to_the_default_limit():
     """Evaluation (eval_every_updates, rltui eval) runs each episode to its end or to
     DEFAULT_EPISODE_LIMIT steps, where gymnax's params would declare the limit."""
-    from trainers.algos import make_trainer
+    from trainers.algorithms import make_trainer
     from trainers.envs import DEFAULT_EPISODE_LIMIT, episode_limit
     from trainers.evaluate import evaluate
     from trainers.hparams import StaticConfig
@@ -396,7 +395,7 @@ def test_an_env_module_in_the_working_directory_is_found_as_python_m_finds_it(tm
 
     def check_env(cwd: Path) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, str(script), "check-env", "bandit_env:make_bandit"], cwd=cwd,
-                              env=cli_env(tmp_path, with_module=False), capture_output=True, text=True,
+                              env=cli_env(with_module=False), capture_output=True, text=True,
                               timeout=300, check=False)
 
     found = check_env(project)

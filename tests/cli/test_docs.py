@@ -97,6 +97,36 @@ def test_presets_results_table_matches_the_presets_records():
                 f"{result.steps / 1e6:.1f}M", f"{result.wall_seconds:g} s", result.mean, result.min), env
 
 
+def test_each_algorithms_section_names_its_live_keys_and_its_defaults():
+    """The algorithms page describes each algorithm by hand: its section names every live key
+    the algorithm reads and each default it declares, so that a new key or default cannot
+    leave the page stale."""
+    from trainers.algorithms import ALGORITHMS
+    from trainers.hparams import ALGO_HPARAMS
+
+    page = read(DOCS / "algorithms.md")
+    for name, algorithm in ALGORITHMS.items():
+        heading = f"\n## {name.upper()}\n"
+        assert heading in page, name
+        section = " ".join(page.split(heading, 1)[1].split("\n## ", 1)[0].split())
+        assert [key for key in ALGO_HPARAMS[name] if f"`{key}`" not in section] == [], name
+        for key, value in algorithm.defaults.items():
+            said = re.search(rf"`{key} = ([^`]+)`", section)
+            assert said is not None and float(said.group(1)) == value, (name, key)
+
+
+def test_every_metric_is_on_the_run_directory_and_dashboard_pages():
+    """metrics.jsonl's fields are listed by hand on the run directory page, the sparklines
+    on the dashboard's: every declared metric (and sparkline) is there."""
+    from trainers import metrics_spec
+
+    spans = set(re.findall(r"`([^`]+)`", read(DOCS / "run-directory.md")))
+    assert [name for name in metrics_spec.METRIC_NAMES if name not in spans] == []
+    (sparklines,) = [item for item in read(DOCS / "dashboard.md").split("\n- ") if item.startswith("**Sparklines**")]
+    sparklines = " ".join(sparklines.split())
+    assert [spec.title for spec in metrics_spec.SPARKLINE_METRICS if spec.title not in sparklines] == []
+
+
 def test_exit_code_table_lists_every_exit_code():
     from rltui.errors import ExitCode
 
@@ -165,6 +195,21 @@ def test_architecture_page_names_every_module():
     assert missing == []
 
 
+def test_run_directory_page_describes_every_run_file():
+    """Every name `rltui.runfiles.names` declares (a run's files and folders) is on the run
+    directory's page, in code, as a whole name."""
+    from rltui.runfiles import names
+
+    spans = re.findall(r"`([^`]+)`", read(DOCS / "run-directory.md"))
+    declared = {key: value for key, value in vars(names).items() if key.isupper()}
+
+    def on_page(name: str) -> bool:
+        whole = (r"(?<!\w)" if name[0].isalnum() else "") + re.escape(name) + (r"(?!\w)" if name[-1].isalnum() else "")
+        return any(re.search(whole, span) for span in spans)
+
+    assert declared and [key for key, name in declared.items() if not on_page(name)] == []
+
+
 def test_sweep_examples_are_quoted_for_the_shell():
     """`--sweep lr=loguniform(1e-4,1e-2)` unquoted is a syntax error in bash (and a list one in
     zsh): every example in the pages, the README and `rltui launch --help` is quoted."""
@@ -179,7 +224,7 @@ def test_sweep_examples_are_quoted_for_the_shell():
 
 
 def test_an_unset_default_reads_unset_as_toml_has_no_none():
-    from rltui.cli import _keys_epilog
+    from rltui.commands.launch import _keys_epilog
 
     epilog = _keys_epilog()
     assert "None" not in epilog

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rltui.cli import main
-from rltui.loggers import scalars
+from rltui.loggers.base import scalars
 from rltui.runfiles.reader import read_run
 
 STEPS = 128

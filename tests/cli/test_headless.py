@@ -192,8 +192,8 @@ def test_a_terminal_that_hung_up_is_gone_for_good(gone):
 
 
 def test_the_last_lines_say_how_to_train_on(tmp_path, monkeypatch):
+    from rltui.runfiles.checkpoints import CheckpointStore
     from rltui.runfiles.summary import continue_line
-    from rltui.session.checkpoints import CheckpointStore
 
     monkeypatch.chdir(tmp_path)
     for run in ("runs/a b", "runs/x"):

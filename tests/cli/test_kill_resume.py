@@ -41,7 +41,7 @@ SEED = 21  # the kill moments; fixed, so that a failure can be replayed
 # half-way when RLTUI_TEST_SAVE_PAUSE is set.
 SLOW_SAVES = """
 import os, time
-from rltui.session import checkpoints
+from rltui.runfiles import checkpoints
 pause = float(os.environ.get("RLTUI_TEST_SAVE_PAUSE", "0"))
 def write_all(f, data):
     f.write(data[: len(data) // 2])
@@ -59,8 +59,9 @@ VARIABLE = ("wall_time", "sps")  # clock readings: every other field is a result
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("xdg-cache")
+def cache() -> Path:
+    """The session's JAX compilation cache (tests/conftest.py): same shapes, so later runs compile fast."""
+    return Path(os.environ["XDG_CACHE_HOME"])
 
 
 def start_slow(args, cwd: Path, cache: Path, log: Path) -> subprocess.Popen:

@@ -22,7 +22,7 @@ def write_checkpoint(path: Path, state_items: list[str], config_items: list[str]
     metadata says the config of `config_items`: made without training or initialising."""
     import jax
 
-    from rltui.runfiles.resume import portable_template, state_shapes
+    from rltui.runfiles.checkpoints import portable_template, state_shapes
     from trainers import checkpoint
     from trainers.parallel import build
 
@@ -156,7 +156,7 @@ def test_the_python_api_refuses_a_network_too_large_before_anything_is_written(t
 def test_a_run_whose_checkpoints_rltui_could_not_read_back_is_refused_at_launch(tmp_path, monkeypatch):
     from test_sweep import FakeDevice
 
-    from rltui.commands.launch import check_agents_fit
+    from rltui.assembly import check_agents_fit
     from rltui.config.memory import checkpoint_bytes
     from trainers import checkpoint
     from trainers.envs import make_env

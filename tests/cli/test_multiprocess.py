@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rltui.control.paths import find_socket
 from rltui.errors import ExitCode
+from rltui.runfiles.discovery import find_socket
 from rltui.session import Pause, Resume, Rollback, SaveCheckpoint, SetHParams, Stop
 from rltui.session.distributed import ROW_BYTES, LocalSync, ProcessSync, decode_row, encode_row
 
@@ -33,14 +33,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start(cwd: Path, process_id: int, port: int, cache: Path, *extra: str) -> subprocess.Popen:
+def start(cwd: Path, process_id: int, port: int, *extra: str) -> subprocess.Popen:
     cwd.mkdir(parents=True, exist_ok=True)
     args = [
         "launch", "--no-ui", "--run-dir", "run", *TINY, *extra,
         "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(process_id),
     ]
     return subprocess.Popen(
-        [sys.executable, "-m", "rltui", *args], cwd=cwd, env=cli_env(cache),
+        [sys.executable, "-m", "rltui", *args], cwd=cwd, env=cli_env(),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
@@ -83,8 +83,8 @@ def one(pattern: str, text: str) -> str:
 
 
 def test_two_processes_train_one_run_and_obey_process_0s_socket(tmp_path):
-    port, cache = free_port(), tmp_path / "cache"
-    procs = [start(tmp_path / f"p{i}", i, port, cache, "--set", "total_timesteps=2e6") for i in range(2)]
+    port = free_port()
+    procs = [start(tmp_path / f"p{i}", i, port, "--set", "total_timesteps=2e6") for i in range(2)]
     try:
         client = LineClient(wait_for_socket(tmp_path / "p0" / "run", procs), timeout=60)
         client.send({"type": "command", "id": 1, "command": "set_hparams", "changes": {"lr": 1e-3}})
@@ -117,10 +117,10 @@ def test_two_processes_train_one_run_and_obey_process_0s_socket(tmp_path):
 
 
 def test_a_population_trains_over_two_processes_alike_pbt_and_member_commands_included(tmp_path):
-    port, cache = free_port(), tmp_path / "cache"
+    port = free_port()
     population = ["--sweep", "lr=[1e-4,1e-3,3e-3]", "--set", "pbt_every_updates=4", "--set", "pbt_fraction=0.34",
                   "--set", "total_timesteps=2e6"]
-    procs = [start(tmp_path / f"p{i}", i, port, cache, *population) for i in range(2)]
+    procs = [start(tmp_path / f"p{i}", i, port, *population) for i in range(2)]
     try:
         client = LineClient(wait_for_socket(tmp_path / "p0" / "run", procs), timeout=60)
         client.send({"type": "command", "id": 1, "command": "freeze", "members": [1]})
@@ -147,7 +147,7 @@ def test_a_population_trains_over_two_processes_alike_pbt_and_member_commands_in
 
 def test_a_missing_peer_is_reported_within_the_timeout(tmp_path):
     started = time.monotonic()
-    proc = start(tmp_path, 1, free_port(), tmp_path / "cache", "--peer-timeout", "3")
+    proc = start(tmp_path, 1, free_port(), "--peer-timeout", "3")
     try:
         code, err = finish(proc, 90)
     finally:

@@ -204,16 +204,15 @@ TINY = ["--set", "num_envs=4", "--set", "num_steps=32", "--set", "num_minibatche
 @pytest.fixture(scope="module")
 def population_run(tmp_path_factory) -> tuple[Path, Path]:
     work = tmp_path_factory.mktemp("population")
-    cache = work / "cache"
     result = rltui(["launch", "--no-ui", "--run-dir", work / "run", "--sweep", "lr=[1e-3,3e-3]", *TINY], work,
-                   cache=cache, timeout=300)
+                   timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return work, work / "run"
 
 
 def test_info_shows_each_members_values_state_parent_and_returns(population_run):
     work, run = population_run
-    result = rltui(["info", run], work, cache=work / "cache", timeout=120)
+    result = rltui(["info", run], work, timeout=120)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
     out = result.stdout
     assert "population   2 members x 1 seed" in out.splitlines()
@@ -227,7 +226,7 @@ def test_info_shows_each_members_values_state_parent_and_returns(population_run)
     starred = [r.split()[1] == "*" for r in rows]
     assert all(" finished " in r for r in rows), rows
 
-    record = json.loads(rltui(["info", run, "--json"], work, cache=work / "cache", timeout=120).stdout)
+    record = json.loads(rltui(["info", run, "--json"], work, timeout=120).stdout)
     population = record["population"]
     assert population["num_members"] == 2 and population["num_seeds"] == 1
     assert population["swept"] == ["lr"] and population["keys"][0] == "lr"
@@ -251,7 +250,7 @@ def test_info_shows_each_members_values_state_parent_and_returns(population_run)
 
 def test_eval_reports_every_member_of_a_population(population_run):
     work, run = population_run
-    result = rltui(["eval", run, "--episodes", "4"], work, cache=work / "cache", timeout=300)
+    result = rltui(["eval", run, "--episodes", "4"], work, timeout=300)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
     lines = result.stdout.splitlines()
     members = [line for line in lines if line.strip().startswith("member ")]

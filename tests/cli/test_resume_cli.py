@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import random
 import re
 import shutil
@@ -45,14 +46,14 @@ CKPT_NAME = re.compile(r"^checkpoint-(\d{9})\.msgpack$")
 # --- helpers ------------------------------------------------------------------------------
 
 
-def rltui(args, cwd: Path, cache: Path, *, timeout: float = 120) -> subprocess.CompletedProcess:
+def rltui(args, cwd: Path, cache: Path | None = None, *, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "rltui", *map(str, args)],
         cwd=cwd, env=cli_env(cache), capture_output=True, text=True, timeout=timeout,
     )
 
 
-def start(args, cwd: Path, cache: Path, stderr_path: Path) -> subprocess.Popen:
+def start(args, cwd: Path, cache: Path | None, stderr_path: Path) -> subprocess.Popen:
     with open(stderr_path, "ab") as err:
         return subprocess.Popen(
             [sys.executable, "-m", "rltui", *map(str, args)],
@@ -174,8 +175,9 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("xdg-cache")
+def cache() -> Path:
+    """The session's JAX compilation cache (tests/conftest.py): same shapes, so later runs compile fast."""
+    return Path(os.environ["XDG_CACHE_HOME"])
 
 
 @pytest.fixture(scope="module")

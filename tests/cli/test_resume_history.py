@@ -11,13 +11,13 @@ from test_resume_cli import STEPS, TINY, assert_ok, read_jsonl, rltui
 
 
 def test_a_resume_that_changes_lr_is_recorded_and_the_original_config_kept(tmp_path):
-    cache, run_dir = tmp_path / "cache", tmp_path / "run"
+    run_dir = tmp_path / "run"
     first = rltui(["launch", "--no-ui", "--run-dir", run_dir, *TINY, "--set", f"total_timesteps={4 * STEPS}"],
-                  tmp_path, cache, timeout=300)
+                  tmp_path, timeout=300)
     assert_ok(first)
     started_with = (run_dir / "config.toml").read_text()
     resumed = rltui(["launch", "--no-ui", "--resume", run_dir, "--set", "lr=1e-3",
-                     "--set", f"total_timesteps={6 * STEPS}"], tmp_path, cache, timeout=300)
+                     "--set", f"total_timesteps={6 * STEPS}"], tmp_path, timeout=300)
     assert_ok(resumed)
 
     # The configuration the run started with is kept; config.toml is the one in effect now.
@@ -41,7 +41,7 @@ def test_a_resume_that_changes_lr_is_recorded_and_the_original_config_kept(tmp_p
     records = read_jsonl(run_dir / "metrics.jsonl")
     assert [r["lr"] for r in records if r["update"] > 4] == [pytest.approx(1e-3)] * 2
 
-    info = rltui(["info", run_dir], tmp_path, cache, timeout=120)
+    info = rltui(["info", run_dir], tmp_path, timeout=120)
     assert_ok(info)
     assert "lr" in info.stdout and "update 4" in info.stdout
     edits_line = [line for line in info.stdout.splitlines() if line.startswith("edits")]
@@ -49,7 +49,7 @@ def test_a_resume_that_changes_lr_is_recorded_and_the_original_config_kept(tmp_p
 
     # A second resume keeps the original as it was and records its own changes.
     again = rltui(["launch", "--no-ui", "--resume", run_dir, "--set", "lr=5e-4",
-                   "--set", f"total_timesteps={7 * STEPS}"], tmp_path, cache, timeout=300)
+                   "--set", f"total_timesteps={7 * STEPS}"], tmp_path, timeout=300)
     assert_ok(again)
     assert (run_dir / "config.original.toml").read_text() == started_with
     edits = [e for e in read_jsonl(run_dir / "events.jsonl") if e["kind"] == "hparams"]
@@ -57,7 +57,7 @@ def test_a_resume_that_changes_lr_is_recorded_and_the_original_config_kept(tmp_p
 
 
 def test_a_population_resume_says_when_a_set_key_replaces_the_members_own_values():
-    from rltui.runfiles.resume import PreparedResume, ResumeChanges
+    from rltui.session.resume import PreparedResume, ResumeChanges
 
     def members(*lrs):
         return {"population": {"members": [{"values": {"lr": lr, "gamma": 0.99}} for lr in lrs]}}
@@ -76,7 +76,7 @@ def test_a_population_resume_that_sets_the_base_value_again_still_sets_every_mem
     # lr is swept: the checkpoint's base lr is the default, each member trains with its own.
     # `--set lr=<the default>` is then a change for every member, not nothing.
     from rltui.config.build import build_config
-    from rltui.runfiles.resume import resume_changes
+    from rltui.session.resume import resume_changes
 
     config = build_config({}, {})
     saved = {"hparams": config.dynamic_hparams().as_floats()}

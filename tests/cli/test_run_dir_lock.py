@@ -26,7 +26,8 @@ from test_resume_cli import (
 )
 
 from rltui.config.build import ConfigError, RunConfig
-from rltui.runfiles.rundir import LOCK_NAME, prepare_run_dir
+from rltui.runfiles.names import LOCK as LOCK_NAME
+from rltui.runfiles.rundir import prepare_run_dir
 
 HOLD = (
     "import sys\n"
@@ -47,7 +48,7 @@ def holder(tmp_path, request):
         run_dir.mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen(
             [sys.executable, "-c", HOLD, str(run_dir)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=cli_env(tmp_path / "cache"),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=cli_env(),
         )
         procs.append(proc)
         assert proc.stdout.readline().strip() == "locked"
@@ -60,8 +61,9 @@ def holder(tmp_path, request):
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("xdg-cache")
+def cache() -> Path:
+    """The session's JAX compilation cache (tests/conftest.py): same shapes, so later runs compile fast."""
+    return Path(os.environ["XDG_CACHE_HOME"])
 
 
 def files(run_dir: Path) -> dict[str, bytes]:

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from rltui.runfiles.names import METRICS_DISCARDED as DISCARDED
 from rltui.session import recorder as recorder_module
 from rltui.session.events import SessionEvent
-from rltui.session.recorder import DISCARDED, RunRecorder, truncate_metrics
+from rltui.session.recorder import RunRecorder, truncate_metrics
 
 from test_cli import cli_env
 
@@ -42,9 +43,9 @@ def checkpoint_names(run_dir: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> Path:
-    """One JAX compilation cache for every run here: same shapes, so later runs compile fast."""
-    return tmp_path_factory.mktemp("xdg-cache")
+def cache() -> Path:
+    """The session's JAX compilation cache (tests/conftest.py): same shapes, so later runs compile fast."""
+    return Path(os.environ["XDG_CACHE_HOME"])
 
 
 def wait_for_metrics(proc: subprocess.Popen, path: Path, timeout: float = 180) -> None:
@@ -95,7 +96,7 @@ def test_closed_output_keeps_training_to_the_end(tmp_path, cache, when):
 
 _FULL_DISK_AFTER = """
 import errno, sys
-from rltui.session import checkpoints
+from rltui.runfiles import checkpoints
 
 good = int(sys.argv.pop(1))
 calls = []

@@ -6,6 +6,7 @@ Subprocesses on the tiny CartPole config of test_resume_cli, sharing its compile
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 from pathlib import Path
@@ -19,8 +20,9 @@ DIVERGED = 3  # the exit code of a run that diverged
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("xdg-cache")
+def cache() -> Path:
+    """The session's JAX compilation cache (tests/conftest.py): same shapes, so later runs compile fast."""
+    return Path(os.environ["XDG_CACHE_HOME"])
 
 
 def suggested(output: str, marker: str) -> list[str]:

@@ -558,10 +558,10 @@ def test_a_total_that_is_not_whole_updates_is_said_with_what_trains(total, said,
 def test_a_refused_launch_says_only_why(monkeypatch, capsys):
     # The plan's notices (here the rounding of total_timesteps) come once the checks have
     # passed: a refusal is its one line alone.
-    import rltui.loggers
+    import rltui.loggers.base
     from rltui.cli import main
 
-    monkeypatch.setattr(rltui.loggers, "missing_module", lambda name: "wandb")
+    monkeypatch.setattr(rltui.loggers.base, "missing_module", lambda name: "wandb")
     assert main(["launch", "--no-ui", "--set", "total_timesteps=100", "--set", "loggers=[wandb]"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rltui: error: loggers: wandb needs the wandb package") and err.count("\n") == 1, err

@@ -17,10 +17,13 @@ from rltui.config.build import (
     run_config_type,
 )
 from rltui.config.reference import render_markdown
+from trainers import metrics_spec
+from trainers.algorithms import ALGORITHMS
+from trainers.algorithms.algorithm import Algorithm, placed
 from trainers.hparams import (
     ALGO_HPARAMS,
-    ALGOS,
     LIVE_HPARAMS,
+    SHARED_KEYS,
     TRAINER_KEYS,
     DynamicHParams,
     StaticConfig,
@@ -35,6 +38,7 @@ from trainers.keys import (
     static_config_type,
     traced_fields_type,
 )
+from trainers.metric import MetricSpec
 
 
 def test_run_config_has_one_field_per_key_with_the_declared_default():
@@ -62,7 +66,7 @@ def test_live_resumable_and_editor_sets_follow_the_table():
     assert RESUMABLE_KEYS == {name for name, k in KEYS.items() if k.kind != STATIC} - {
         "seed", "env_kwargs", "sweep", "sweep_size", "sweep_seed"
     }
-    for algo in ALGOS:
+    for algo in ALGORITHMS:
         assert ALGO_HPARAMS[algo] == tuple(k.name for k in TRAINER_KEYS if k.live and k.reads(algo))
     assert "clip_eps" not in ALGO_HPARAMS["reinforce"] and "baseline" not in ALGO_HPARAMS["ppo"]
     assert hparam_rule("lr") == KEYS["lr"].rule.describe()
@@ -101,3 +105,36 @@ def test_the_resolved_config_reaches_the_trainer_as_declared():
     assert static.env_id == "Acrobot-v1" and static.normalize_obs is True  # static switches stay booleans
     assert hp.lr == np.float32(1e-3) and hp.anneal_lr == np.float32(0.0)  # traced switches are 0/1
     assert hp.anneal_updates == np.float32(config.total_updates)
+
+
+def test_each_algorithm_declares_its_own_keys_metrics_and_defaults_once():
+    """An algorithm's package declares the keys and metrics only it has (marked as its own in
+    the shared tables) and its own defaults, which a run of it starts from."""
+    for name, algorithm in ALGORITHMS.items():
+        assert all(key.algos == (name,) and key in TRAINER_KEYS for key in algorithm.keys), name
+        assert all(spec.algos == (name,) and spec in metrics_spec.METRICS for spec in algorithm.metrics), name
+        config = build_config({}, {"algo": name}, use_preset=False)
+        for key, value in algorithm.defaults.items():
+            assert coerce_value(key, value) == value and getattr(config, key) == value, (name, key)
+        assert KEYS["algo"].coerce(name) == name
+    assert ALGO_HPARAMS["reinforce"] == ("lr", "gamma", "ent_coef", "vf_coef", "max_grad_norm", "baseline",
+                                         "normalize_returns", "reward_scale")
+
+
+def test_a_new_algorithm_is_placed_in_the_tables_by_its_declaration_alone():
+    tau = Key("tau", 0.005, "target network update rate", Number(0, 1, float32=True), TRACED, live=True,
+              after="gamma")
+    new = Algorithm("sac", "my_pkg.sac", keys=(tau,), metrics=(MetricSpec("q_loss", "Q loss", "Q loss",
+                                                                          after="value_loss"),))
+    keys = placed(SHARED_KEYS, new.keys)
+    names = [key.name for key in keys]
+    assert names[names.index("gamma") + 1] == "tau" and keys[names.index("tau")].reads("sac")
+    assert not keys[names.index("tau")].reads("ppo")
+    assert traced_fields_type(keys)().tau == np.float32(0.005)
+    metrics = [spec.name for spec in placed(metrics_spec.METRICS, new.metrics)]
+    assert metrics[metrics.index("value_loss") + 1] == "q_loss"
+    assert new.trainer_module == "my_pkg.sac.trainer"
+    with pytest.raises(ValueError, match="lr: declared twice"):
+        placed(SHARED_KEYS, (Key("lr", 1.0, "again", Number(0), TRACED),))
+    with pytest.raises(ValueError, match="placed after 'nothing'"):
+        placed(SHARED_KEYS, (Key("rho", 1.0, "nowhere", Number(0), TRACED, after="nothing"),))

@@ -28,7 +28,8 @@ def as_config_value(value):
 
 @pytest.fixture
 def toml_presets(monkeypatch):
-    """Replace presets.toml's contents with the given TOML text for one test."""
+    """Replace the presets (every algorithm's presets.toml, as tables by algorithm) with the given
+    TOML text for one test."""
 
     def install(text: str) -> None:
         monkeypatch.setattr(presets, "_load", lambda: tomllib.loads(text))
@@ -182,7 +183,7 @@ def test_envs_listing_names_each_envs_family(capsys):
 
 
 def test_envs_summary_of_a_family_default():
-    from rltui.cli import _preset_summary
+    from rltui.commands.envs import _preset_summary
 
     measured = presets.PresetResult(reference=15.0, mean=20.0, min=16.0, seeds=3, steps=9_994_240, wall_seconds=300)
     assert _preset_summary(False, None, "misc") == "misc family defaults (not measured here)"
@@ -218,7 +219,7 @@ def test_family_results_are_on_the_presets_page():
 
 
 def test_envs_summary_without_a_reference_or_against_a_random_policy():
-    from rltui.cli import _preset_summary
+    from rltui.commands.envs import _preset_summary
 
     unreferenced = presets.PresetResult(mean=-3.0, min=-5.0, seeds=3, steps=500_000, wall_seconds=20)
     assert _preset_summary(False, unreferenced, "misc").endswith("in 0.5M steps (no published reference)")

@@ -8,17 +8,17 @@ import pytest
 
 from rltui.config import presets
 from rltui.config.build import RunConfig, build_config, resume_config
+from trainers.algorithms import ALGORITHMS
 from trainers.envs import SUPPORTED_ENVS
-from trainers.hparams import ALGOS
 
 
 def tuned_envs():
     """(algo, env, preset) of every preset that sets something."""
-    return [(algo, env, table) for algo in ALGOS for env, table in presets.presets(algo).items() if table]
+    return [(algo, env, table) for algo in ALGORITHMS for env, table in presets.presets(algo).items() if table]
 
 
 def test_every_preset_is_a_valid_config_for_a_supported_env():
-    for algo in ALGOS:
+    for algo in ALGORITHMS:
         for env, table in presets.presets(algo).items():
             assert env in SUPPORTED_ENVS
             config = build_config({}, {"env": env, "algo": algo})
@@ -28,7 +28,7 @@ def test_every_preset_is_a_valid_config_for_a_supported_env():
 
 
 def test_every_result_names_its_budget_and_seeds():
-    for algo in ALGOS:
+    for algo in ALGORITHMS:
         for env in presets.presets(algo):
             result = presets.result(algo, env)
             if result is not None:
@@ -77,7 +77,7 @@ def _another(*avoid):
 
 
 def test_envs_listing_says_whether_each_preset_reaches_its_reference():
-    from rltui.cli import _preset_summary
+    from rltui.commands.envs import _preset_summary
 
     reached = presets.PresetResult(reference=500.0, mean=500.0, min=500.0, seeds=3, steps=499_712, wall_seconds=48)
     on_average = presets.PresetResult(reference=-80.0, mean=-75.5, min=-80.4, seeds=3, steps=999_424, wall_seconds=98)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rltui.control import protocol
-from rltui.control.paths import MAX_SOCKET_PATH, POINTER_NAME, SOCKET_NAME, find_socket
+from rltui.control.paths import MAX_SOCKET_PATH
 from rltui.control.remote import AttachError, RemoteSession
 from rltui.control.server import (
     ACCEPT_BURST,
@@ -26,6 +26,9 @@ from rltui.control.server import (
     ControlServer,
     ControlServerError,
 )
+from rltui.runfiles.discovery import find_socket
+from rltui.runfiles.names import SOCKET as SOCKET_NAME
+from rltui.runfiles.names import SOCKET_POINTER as POINTER_NAME
 from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams
 from rltui.session.commands import Rollback
 

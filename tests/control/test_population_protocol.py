@@ -17,6 +17,7 @@ from rltui.control.protocol import ProtocolError
 from rltui.control.remote import RemoteSession
 from rltui.control.server import ControlServer
 from rltui.session import SessionListener, SessionState
+from rltui.session.command_json import command_from_message, command_message, command_name
 from rltui.session.commands import CloneMember, FreezeMembers, Pause, SetHParams
 from rltui.session.distributed import decode_row, encode_row
 from rltui.session.population import MemberState, PBTPolicy, Population
@@ -43,18 +44,18 @@ COMMANDS = [
 @pytest.mark.parametrize("command, fields", COMMANDS, ids=range(len(COMMANDS)))
 def test_each_member_command_round_trips(command, fields):
     message = {"type": "command", **fields}
-    assert protocol.command_message(command) == message
-    assert protocol.command_name(command) == fields["command"]
+    assert command_message(command) == message
+    assert command_name(command) == fields["command"]
     # as a client's line: what the server reads is the command that was sent
-    request = protocol.parse_request(protocol.encode({**protocol.command_message(command), "id": 7}))
+    request = protocol.parse_request(protocol.encode({**command_message(command), "id": 7}))
     assert request == protocol.Request(7, "command", command)
-    assert protocol.command_message(protocol.command_from_message(message)) == message
+    assert command_message(command_from_message(message)) == message
 
 
 def test_optional_fields_take_their_defaults():
-    assert protocol.command_from_message({"command": "freeze", "members": [2]}) == FreezeMembers((2,), True)
-    assert protocol.command_from_message({"command": "clone", "source": 1, "targets": [0]}) == CloneMember(1, (0,), 1.0)
-    assert protocol.command_from_message(
+    assert command_from_message({"command": "freeze", "members": [2]}) == FreezeMembers((2,), True)
+    assert command_from_message({"command": "clone", "source": 1, "targets": [0]}) == CloneMember(1, (0,), 1.0)
+    assert command_from_message(
         {"command": "set_hparams", "changes": {"lr": 1e-3}, "members": None}) == SetHParams({"lr": 1e-3})
 
 
@@ -121,7 +122,7 @@ def test_a_nan_factor_is_refused_where_strict_json_does_not_stop_it():
     # The line reader refuses NaN as JSON; a command decoded elsewhere (another process's
     # row) is read by the same function, which refuses it too.
     with pytest.raises(ProtocolError) as caught:
-        protocol.command_from_message({"command": "clone", "source": 0, "targets": [1], "factor": math.nan})
+        command_from_message({"command": "clone", "source": 0, "targets": [1], "factor": math.nan})
     assert str(caught.value) == 'clone: "factor": expected a positive finite number, got nan'
     with pytest.raises(ProtocolError) as caught:  # a float too large for a float: JSON reads it as inf
         protocol.parse_request(b'{"type": "command", "command": "clone", "source": 0, "targets": [1], "factor": 1e400}')
@@ -132,7 +133,7 @@ def test_a_nan_factor_is_refused_where_strict_json_does_not_stop_it():
 
 def test_an_unknown_command_lists_the_member_commands():
     with pytest.raises(ProtocolError) as caught:
-        protocol.command_from_message({"command": "thaw"})
+        command_from_message({"command": "thaw"})
     assert str(caught.value) == (
         "unknown command 'thaw'; known: pause, resume, save, rollback, stop, set_hparams, freeze, clone")
 

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from rltui.control.paths import SOCKET_NAME
 from rltui.control.remote import LOST, AttachError, RemoteSession
+from rltui.runfiles.names import SOCKET as SOCKET_NAME
 from rltui.session import Pause, SessionListener, SessionState, SetHParams, TrainingSession
 from rltui.session.interface import SessionClient
 

@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 from rltui.config.build import ConfigError, build_config
+from rltui.runfiles.checkpoints import CheckpointStore
+from rltui.runfiles.names import BEST_CHECKPOINT as BEST_NAME
 from rltui.session import TrainingSession
-from rltui.session.checkpoints import BEST_NAME, CheckpointPolicy, CheckpointStore
+from rltui.session.checkpoints import CheckpointPolicy
 from rltui.session.evaluation import EvalResult, EvaluationPolicy
 from rltui.session.metrics import TRAINER_METRICS
 from rltui.session.recorder import RunRecorder
@@ -231,7 +233,7 @@ def test_training_is_bit_identical_with_evaluation_on_and_off():
 
 
 def test_headless_run_keeps_best_and_eval_and_resume_accept_it(tmp_path):
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     sets = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in TINY.items()]
     sets += ["eval_every_updates=2", "eval_episodes=4", "checkpoint_minutes=0"]

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from rltui.config.build import ConfigError, build_config
-from rltui.loggers import LoggerListener, check_loggers, open_loggers, scalars
+from rltui.loggers.base import check_loggers, scalars
+from rltui.loggers.listener import LoggerListener, open_loggers
 from rltui.session.events import SessionEvent, SessionState
 
 tensorboardX = pytest.importorskip("tensorboardX", reason="the tensorboard extra is not installed")
@@ -431,7 +432,7 @@ def test_loggers_key_accepts_lists_and_refuses_unknown_names():
 
 
 def test_a_missing_extra_names_the_pip_command(monkeypatch):
-    import rltui.loggers as loggers
+    import rltui.loggers.base as loggers
 
     monkeypatch.setattr(loggers.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ConfigError) as err:
@@ -442,11 +443,10 @@ def test_a_missing_extra_names_the_pip_command(monkeypatch):
     )
 
 
-def cli_env(tmp_path: Path) -> dict[str, str]:
+def cli_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     env["JAX_PLATFORMS"] = "cpu"
-    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     return env
 
 
@@ -460,7 +460,7 @@ def test_cli_refuses_a_missing_extra_before_anything_starts(tmp_path):
     result = subprocess.run(
         [sys.executable, "-c", code, "launch", "--no-ui", "--set", "loggers=[\"tensorboard\", \"wandb\"]",
          "--run-dir", str(tmp_path / "run")],
-        cwd=tmp_path, env=cli_env(tmp_path), capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [
@@ -488,7 +488,7 @@ def test_a_run_and_its_resume_write_tensorboard_equal_to_metrics_jsonl(tmp_path)
     first = subprocess.run(
         [sys.executable, "-m", "rltui", "launch", *common, "--set", f"total_timesteps={8 * STEPS}",
          "--run-dir", str(run)],
-        cwd=tmp_path, env=cli_env(tmp_path), capture_output=True, text=True, timeout=300,
+        cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300,
     )
     assert first.returncode == 0, first.stderr
     acc = accumulate(run / "tb")
@@ -504,7 +504,7 @@ def test_a_run_and_its_resume_write_tensorboard_equal_to_metrics_jsonl(tmp_path)
     second = subprocess.run(
         [sys.executable, "-m", "rltui", "launch", *common, "--set", f"total_timesteps={12 * STEPS}",
          "--resume", str(earlier)],
-        cwd=tmp_path, env=cli_env(tmp_path), capture_output=True, text=True, timeout=300,
+        cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300,
     )
     assert second.returncode == 0, second.stderr
     records = read_metrics(run)
@@ -531,7 +531,7 @@ def _launch_until_a_warning(tmp_path: Path, command: list[str], env: dict[str, s
     proc = subprocess.Popen(
         [*command, "launch", "--no-ui", *TINY, "--set", "loggers=wandb", "--set", f"total_timesteps={100000 * STEPS}",
          "--run-dir", str(run)],
-        cwd=tmp_path, env={**cli_env(tmp_path), **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, env={**cli_env(), **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         deadline = time.monotonic() + 120
@@ -583,7 +583,8 @@ def test_wandb_offline_writes_its_run_directory(tmp_path, monkeypatch):
             monkeypatch.delenv(name)
     monkeypatch.setenv("WANDB_MODE", "offline")  # never the network
     monkeypatch.setenv("WANDB_SILENT", "true")
-    from rltui.loggers.wandb_logger import ID_FILE, WandbLogger
+    from rltui.loggers.wandb_logger import WandbLogger
+    from rltui.runfiles.names import WANDB_RUN_ID as ID_FILE
 
     logger = WandbLogger(tmp_path, CONFIG)
     logger.write_records([record(u, seeds=2) for u in range(1, 6)])

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rltui.loggers import LoggerListener, event_kind, scalars
+from rltui.loggers.base import event_kind, scalars
+from rltui.loggers.listener import LoggerListener
 from rltui.session.events import SessionEvent, SessionState
 
 STEPS = 128

@@ -10,9 +10,10 @@ import jax
 import numpy as np
 import pytest
 
+from rltui.runfiles.checkpoints import CheckpointStore
 from rltui.session import TrainingSession
 from rltui.session.backend import JaxBackend
-from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore
+from rltui.session.checkpoints import CheckpointPolicy
 from rltui.session.commands import CloneMember, FreezeMembers, Rollback, SaveCheckpoint, SetHParams
 from rltui.session.controller import SessionListener
 from rltui.session.events import SessionState
@@ -183,7 +184,7 @@ def test_after_a_crash_and_a_resume_the_lineage_is_the_uninterrupted_runs(tmp_pa
     run_population(crashed, 7, pbt=pbt, policy=CheckpointPolicy(every_updates=1, every_minutes=0), keep=100)
     checkpoint = crashed / "checkpoints" / "checkpoint-000000003.msgpack"
     metadata = json.loads(json.dumps(trainers_metadata(checkpoint.read_bytes())))
-    truncate_metrics(crashed, metadata["update"])  # as a resume does (rltui.runfiles.resume.prepare_resume)
+    truncate_metrics(crashed, metadata["update"])  # as a resume does (rltui.session.resume.prepare_resume)
     truncate_population(crashed, metadata["population"]["changes"], metadata["update"])
     run_population(crashed, 8, pbt=pbt, resume=checkpoint.read_bytes())
 

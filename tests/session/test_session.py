@@ -100,11 +100,6 @@ class FakeBackend:
             self._gated = False
             self._cond.notify_all()
 
-    def assert_no_chunk_starts(self, seconds: float = 0.2) -> None:
-        before = len(self.chunks)
-        time.sleep(seconds)
-        assert len(self.chunks) == before, "a chunk started while it should not have"
-
     # --- the protocol ---
     def build(self, hparams: DynamicHParams) -> None:
         self.built_with = hparams
@@ -212,6 +207,17 @@ def gated_session(total_updates=10):
     return session, rec, backend
 
 
+def assert_no_chunk_starts_while_paused(session, backend) -> None:
+    """Nothing runs while paused, shown without a fixed wait: the paused session answers two
+    parameters requests, one after the other, at its chunk boundaries (it has none to copy,
+    so each is answered with ParamsUnavailable); a session that trained on while paused would
+    run a chunk between the two."""
+    before = len(backend.chunks)
+    for _ in range(2):
+        assert session.request_params().exception(timeout=TIMEOUT) is not None
+    assert len(backend.chunks) == before, "a chunk started while it should not have"
+
+
 def finish(session, backend=None):
     if backend is not None:
         backend.open()
@@ -295,8 +301,8 @@ def test_pause_at_next_chunk_boundary_then_resume(cleanup):
     session.start()
     assert backend.wait_entered() == 0
     session.submit(Pause())
-    # the chunk in flight is not interrupted
-    time.sleep(0.05)
+    # the chunk in flight is not interrupted: the pause is taken at the boundary after it
+    # (its event says update 1, below)
     assert session.state is S.RUNNING
     backend.release()
     paused = rec.wait_event("paused")
@@ -304,7 +310,7 @@ def test_pause_at_next_chunk_boundary_then_resume(cleanup):
     assert session.state is S.PAUSED
     # nothing runs while paused
     backend.release(5)
-    backend.assert_no_chunk_starts(0.3)
+    assert_no_chunk_starts_while_paused(session, backend)
     assert session.updates_done == 1 and len(backend.seen) == 1
     assert rec.records[-1].update == 1
 
@@ -326,7 +332,7 @@ def test_resume_when_not_paused_and_double_pause_are_harmless(cleanup):
     session.submit(Pause())
     session.start()
     rec.wait_event("paused")
-    backend.assert_no_chunk_starts(0.2)
+    assert_no_chunk_starts_while_paused(session, backend)
     session.submit(Resume())
     finish(session, backend)
     assert len(rec.kinds("paused")) == 1 and len(rec.kinds("resumed")) == 1
@@ -342,7 +348,8 @@ def test_set_hparams_applies_at_next_chunk_boundary(cleanup):
     session.start()
     backend.wait_entered()  # chunk 0 (update 1) is running with the old value
     session.submit(SetHParams({"lr": 1e-3}))
-    time.sleep(0.05)
+    # not applied to the chunk in flight: the edit is taken at the boundary after it (its
+    # event says update 1, and the chunk ran with the old value, below)
     assert float(session.hparams.lr) == pytest.approx(2.5e-4)
     backend.release()
     event = rec.wait_event("hparams")
@@ -550,7 +557,7 @@ def test_nonfinite_loss_pauses_the_session(cleanup, metric, value):
     assert event.update == 3
     rec.wait_for(lambda: S.PAUSED in rec.state_seq)
     assert session.state is S.PAUSED and session.nonfinite
-    backend.assert_no_chunk_starts(0.2)
+    assert_no_chunk_starts_while_paused(session, backend)
     assert session.updates_done == 3
     bad = [r for r in rec.records if r.update == 3][0]
     assert bad.to_json()[metric] is None

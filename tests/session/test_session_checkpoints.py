@@ -1,4 +1,4 @@
-"""Checkpoint files (rltui.session.checkpoints) and the session's save / resume / rollback."""
+"""Checkpoint files (rltui.runfiles.checkpoints) and the session's save / resume / rollback."""
 
 import errno
 import json
@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from rltui.runfiles import checkpoints as checkpoints_module
+from rltui.runfiles.checkpoints import CheckpointStore, resolve_checkpoint
 from rltui.session import Resume, SaveCheckpoint, SessionListener, SessionState, Stop, TrainingSession
-from rltui.session import checkpoints as checkpoints_module
 from rltui.session.backend import NonFiniteState
-from rltui.session.checkpoints import CheckpointPolicy, CheckpointStore, resolve_checkpoint
+from rltui.session.checkpoints import CheckpointPolicy
 from rltui.session.commands import Rollback
 from trainers.hparams import DynamicHParams
 
@@ -236,7 +237,8 @@ def test_rollback_restores_latest_checkpoint_and_keeps_edited_hparams(tmp_path):
 
 
 def test_rollback_takes_the_history_back_to_the_checkpoint(tmp_path):
-    from rltui.session.recorder import DISCARDED, RunRecorder
+    from rltui.runfiles.names import METRICS_DISCARDED as DISCARDED
+    from rltui.session.recorder import RunRecorder
 
     class Snapshots(SessionListener):
         def __init__(self):

@@ -16,11 +16,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trainers import losses, networks
+from trainers import networks
+from trainers.algorithms.ppo import losses
+from trainers.algorithms.ppo.trainer import PPO, Batch
+from trainers.algorithms.reinforce.trainer import REINFORCE, PGBatch
 from trainers.envs import EnvSpec
 from trainers.hparams import DynamicHParams, StaticConfig
-from trainers.ppo import PPO, Batch
-from trainers.reinforce import REINFORCE, PGBatch
 
 EPS = 1e-6
 CLIP = 0.2

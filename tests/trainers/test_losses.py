@@ -3,7 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from trainers.losses import clipped_surrogate_loss, clipped_value_loss, ppo_total_loss
+from trainers.algorithms.ppo.losses import clipped_surrogate_loss, clipped_value_loss
+from trainers.base import actor_critic_loss
 from trainers.networks import entropy, log_prob
 
 
@@ -32,7 +33,7 @@ def test_clipped_value_loss_by_hand():
 
 
 def test_total_loss_combines_terms():
-    assert float(ppo_total_loss(1.0, 2.0, 0.5, 0.5, 0.01)) == pytest.approx(1.0 + 1.0 - 0.005)
+    assert float(actor_critic_loss(1.0, 2.0, 0.5, 0.5, 0.01)) == pytest.approx(1.0 + 1.0 - 0.005)
 
 
 def test_categorical_log_prob_and_entropy_by_hand():

@@ -18,7 +18,8 @@ from rltui.session.evaluation import EvalResult, EvaluationPolicy
 from rltui.ui.widgets.chart import CHART_METRICS, downsample
 from rltui.ui.widgets.sparklines import SPARKLINE_METRICS
 from trainers import metrics_spec
-from trainers.hparams import ALGOS, UNDEFINED_METRICS, DynamicHParams
+from trainers.algorithms import ALGORITHMS
+from trainers.hparams import DynamicHParams
 from trainers.types import UpdateMetrics
 
 DECLARED = {spec.name for spec in metrics_spec.METRICS}
@@ -102,9 +103,14 @@ def test_the_dashboard_shows_the_metrics_declared_for_it_in_declared_order():
 
 
 def test_the_metrics_an_algorithm_never_defines_are_the_declared_ones():
-    for algo in ALGOS:
-        assert set(UNDEFINED_METRICS.get(algo, ())) == set(metrics_spec.undefined_metrics(algo))
+    # An algorithm's own metrics are declared in its package; the others have none of them.
+    for algo, algorithm in ALGORITHMS.items():
+        own = {spec.name for spec in algorithm.metrics}
+        assert own <= DECLARED and not own & set(metrics_spec.undefined_metrics(algo))
+        others = {spec.name for other in ALGORITHMS.values() if other is not algorithm for spec in other.metrics}
+        assert set(metrics_spec.undefined_metrics(algo)) == others
     assert metrics_spec.undefined_metrics("reinforce") == ("clip_frac",)
+    assert metrics_spec.undefined_metrics("ppo") == ()
 
 
 def test_one_downsampler_for_chart_and_sparklines():

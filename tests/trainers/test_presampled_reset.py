@@ -63,7 +63,7 @@ def test_a_no_reset_key_steps_as_a_plain_key_but_keeps_the_state_that_ended_the_
     """Every built-in env takes a `NoResetKey` (the watch view steps with them): the same
     transition as the plain key's, and where the episode ends, no reset: the observation is
     the final one, and the state is not the reset one the plain step returns."""
-    from trainers.envs import NoResetKey
+    from trainers.step_keys import NoResetKey
 
     spec = make_env(env_id)
     horizon = 60

@@ -8,10 +8,16 @@ import pytest
 from trainers import checkpoint, networks, recurrent
 from trainers.evaluate import evaluate
 from trainers.hparams import DynamicHParams, StaticConfig
+from trainers.parallel import DataParallel
+from trainers.parallel import build as parallel_build
 
 from helpers import TINY, build, count_compiles, edit_every_hparam, host_metrics
 
-GRU = StaticConfig(**{**TINY, "num_envs": 4, "network": "gru"})
+# 4 envs x 64 steps in one minibatch: the first-minibatch test needs one minibatch and
+# steps enough to end an episode in every update; every test here shares this trainer.
+GRU = StaticConfig(**{**TINY, "num_envs": 4, "num_steps": 64, "num_minibatches": 1, "network": "gru",
+                      "max_chunk_updates": 32})
+MLP = StaticConfig(**{**TINY, "num_envs": 4})
 
 
 def single_device(state):
@@ -96,10 +102,9 @@ def test_replay_reproduces_the_rollouts_log_probs_and_values():
     assert np.max(np.abs(np.asarray(from_zero - traj.log_prob))) > 1e-3
 
 
-def _first_minibatch_kl(static):
+def _first_minibatch_kl(parallel: DataParallel):
     hp = DynamicHParams.create(lr=1e-2, anneal_lr=0.0)  # a policy that soon depends on its memory
-    parallel, state, hp = build(static, hp=hp, fresh=True)
-    state, metrics = parallel.run_chunk(state, hp, 20)
+    state, metrics = parallel.run_chunk(parallel.init(parallel.seed_keys(0), hp), hp, 20)
     return host_metrics(metrics)
 
 
@@ -107,16 +112,14 @@ def test_first_minibatch_of_the_update_sees_the_rollout_policy(monkeypatch):
     """One epoch, one minibatch: the loss is computed before any step, so the replayed
     log-probs equal the rollout's: ratio 1, approx_kl 0, nothing clipped. A replay that
     ignores the resets is caught."""
-    static = StaticConfig(**{**TINY, "num_envs": 4, "num_steps": 64, "num_minibatches": 1, "network": "gru",
-                             "max_chunk_updates": 32})
-    m = _first_minibatch_kl(static)
+    m = _first_minibatch_kl(build(GRU)[0])
     assert np.all(m["episodes"][1:] > 0)
     assert np.all(np.abs(m["approx_kl"]) < 1e-7), m["approx_kl"]
     assert np.all(m["clip_frac"] == 0)
 
     replay = recurrent.replay
     monkeypatch.setattr(recurrent, "replay", lambda f, p, s, o, d: replay(f, p, s, o, jnp.zeros_like(d)))
-    broken = _first_minibatch_kl(static)
+    broken = _first_minibatch_kl(parallel_build(GRU, jax.local_devices()[:1]))  # not the shared trainer
     assert np.mean(broken["approx_kl"][-10:]) > 1e-5
 
 
@@ -162,7 +165,7 @@ def test_gru_checkpoint_round_trip_continues_bit_exactly():
         np.testing.assert_array_equal(values, host_metrics(resumed)[key], err_msg=key)
 
     # a checkpoint of the MLP does not fit the GRU trainer, and the reverse
-    mlp, mlp_state, _ = build(StaticConfig(**{**TINY, "num_envs": 4}))
+    mlp, mlp_state, _ = build(MLP)
     mlp_portable = checkpoint.to_portable(mlp_state)
     with pytest.raises(checkpoint.CheckpointError, match="does not fit"):
         checkpoint.decode(checkpoint.encode(mlp_portable, {}), portable)
@@ -184,8 +187,7 @@ def test_reinforce_trains_a_gru_policy():
 
 @pytest.mark.parametrize("network", ["mlp", "gru"])
 def test_evaluate_runs_whole_episodes_with_either_network(network):
-    static = StaticConfig(**{**TINY, "num_envs": 4, "network": network})
-    parallel, state, _ = build(static)
+    parallel, state, _ = build(GRU if network == "gru" else MLP)
     trainer, params = parallel.trainer, single_device(state).params
     run = jax.jit(lambda key: evaluate(params, key, spec=trainer.spec, step_fn=trainer.policy_step,
                                        initial_hidden=trainer.initial_hidden(3), episodes=3))

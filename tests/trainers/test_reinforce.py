@@ -6,12 +6,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trainers import networks, pg_losses
+from trainers import networks
+from trainers.algorithms.reinforce import losses
+from trainers.algorithms.reinforce.trainer import REINFORCE, PGBatch, make_trainer, reinforce_advantage
 from trainers.base import AXIS
 from trainers.envs import EnvSpec
 from trainers.hparams import DynamicHParams, StaticConfig
 from trainers.parallel import DataParallel
-from trainers.reinforce import REINFORCE, PGBatch, make_reinforce_trainer, reinforce_advantage
 from trainers.returns import discounted_returns
 
 from helpers import count_compiles, host_metrics, train_returns
@@ -42,7 +43,7 @@ def test_returns_and_mask_by_hand_with_truncation_and_rollout_boundaries():
     terminated[5, 1] = True
     done = terminated | truncated
 
-    valid = np.asarray(pg_losses.complete_episode_mask(jnp.asarray(done)))
+    valid = np.asarray(losses.complete_episode_mask(jnp.asarray(done)))
     np.testing.assert_array_equal(valid[:, 0], [1, 1, 0, 0, 0, 0])
     np.testing.assert_array_equal(valid[:, 1], [1, 1, 1, 1, 1, 1])
     np.testing.assert_array_equal(valid[:, 2], [0, 0, 0, 0, 0, 0])
@@ -68,7 +69,7 @@ def test_incomplete_tail_changes_neither_loss_nor_gradient():
 
     @jax.jit
     def loss_and_grad(rewards, obs, action, values, hp):
-        valid = pg_losses.complete_episode_mask(jnp.asarray(done))
+        valid = losses.complete_episode_mask(jnp.asarray(done))
         returns = discounted_returns(rewards, jnp.asarray(done), hp.gamma)
         advantage = on_one_device(lambda g, v, m: reinforce_advantage(g, v, m, hp), returns, values, valid)
         batch = PGBatch(obs, action, returns, advantage, valid)
@@ -97,11 +98,11 @@ def test_policy_and_value_losses_by_hand():
     value = jnp.array([1.0, 0.0, 2.0, 9.0])
     valid = jnp.array([1.0, 1.0, 1.0, 0.0])
     # -(-0.5 * 2 + -1 * -1 + -2 * 3) / 3 = 2; the fourth step is masked out
-    assert float(pg_losses.policy_gradient_loss(log_prob, advantage, valid, 3.0)) == pytest.approx(2.0)
+    assert float(losses.policy_gradient_loss(log_prob, advantage, valid, 3.0)) == pytest.approx(2.0)
     # 0.5 * ((1-2)^2 + (0+1)^2 + (2-3)^2) / 3 = 0.5
-    assert float(pg_losses.value_regression_loss(value, advantage, valid, 3.0)) == pytest.approx(0.5)
-    assert float(pg_losses.masked_mean(log_prob, valid, 3.0)) == pytest.approx(-3.5 / 3)
-    assert float(pg_losses.masked_mean(log_prob, jnp.zeros(4), 0.0)) == 0.0  # nothing valid: 0, not NaN
+    assert float(losses.value_regression_loss(value, advantage, valid, 3.0)) == pytest.approx(0.5)
+    assert float(losses.masked_mean(log_prob, valid, 3.0)) == pytest.approx(-3.5 / 3)
+    assert float(losses.masked_mean(log_prob, jnp.zeros(4), 0.0)) == 0.0  # nothing valid: 0, not NaN
 
 
 @pytest.mark.parametrize(
@@ -195,7 +196,7 @@ def test_gradient_is_the_score_function_estimate(discrete, baseline, normalize):
     def policy_loss(p):
         policy_out, log_std, _ = trainer.apply(p, obs)
         log_prob = networks.log_prob(policy_out, log_std, action, discrete)
-        return pg_losses.policy_gradient_loss(log_prob, advantage_of(p), valid, count)
+        return losses.policy_gradient_loss(log_prob, advantage_of(p), valid, count)
 
     def log_pi(p, o, a):
         policy_out, log_std, _ = trainer.apply(p, o)
@@ -221,7 +222,7 @@ def parallel_for(static: StaticConfig) -> DataParallel:
     """One DataParallel (and so one compiled chunk) per static config: compiling is the slow
     part of these tests."""
     if static not in _PARALLEL:
-        _PARALLEL[static] = DataParallel(make_reinforce_trainer(static, 1), jax.local_devices()[:1])
+        _PARALLEL[static] = DataParallel(make_trainer(static, 1), jax.local_devices()[:1])
     return _PARALLEL[static]
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rltui.session.backend import JaxBackend, seed_row
-from rltui.session.metrics import UpdateRecord
+from rltui.session.metrics import UpdateRecord, record_from_json
 from trainers import checkpoint
 from trainers.hparams import StaticConfig
 
@@ -121,11 +121,12 @@ def test_headless_run_logs_every_seed_and_eval_reports_each(tmp_path):
 
 
 def test_per_seed_values_survive_the_control_protocol():
-    from rltui.control import protocol, session_messages
+    from rltui.control import protocol
+
     record = UpdateRecord(
         update=3, env_steps=24, wall_time=0.3, sps=80.0, values={"episode_return": 20.0},
         per_seed={"episode_return": (10.0, float("nan"), 30.0)},
     )
-    back = session_messages.record_from_json(protocol.decode(protocol.encode({"type": "record", **record.to_json()})))
+    back = record_from_json(protocol.decode(protocol.encode({"type": "record", **record.to_json()})))
     assert back.per_seed["episode_return"][0] == 10.0 and back.per_seed["episode_return"][2] == 30.0
     assert np.isnan(back.per_seed["episode_return"][1])

@@ -18,8 +18,8 @@ import pytest
 from test_ui import progress_text, status_text, until
 
 from rltui.config.build import RunConfig
-from rltui.control.paths import SOCKET_NAME
 from rltui.control.remote import LOST, RemoteSession
+from rltui.runfiles.names import SOCKET as SOCKET_NAME
 from rltui.session import Pause, Resume, SessionState, Stop
 from rltui.ui.app import DashboardApp
 from rltui.ui.screens import HelpScreen, QuitConfirm, StopRunConfirm
@@ -181,7 +181,7 @@ async def test_attach_to_a_real_headless_run_detach_reattach_and_stop(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "rltui", "launch", "--no-ui", "--run-dir", str(run_dir),
          "--set", "total_timesteps=2e7", "--set", "hidden_sizes=[16]", *TINY],
-        cwd=tmp_path, env=cli_env(tmp_path / "cache"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         _wait_for_socket(proc, run_dir)
@@ -194,8 +194,7 @@ async def test_attach_to_a_real_headless_run_detach_reattach_and_stop(tmp_path):
             await pilot.press("q")
 
         await run_attached(run_dir, first)
-        time.sleep(0.5)
-        assert proc.poll() is None  # detached: the job goes on, paused
+        assert proc.poll() is None  # detached: the job goes on, paused (the second attach below finds it so)
         paused_at = read_jsonl(run_dir / "metrics.jsonl")[-1]["update"]
 
         async def second(app, pilot):
@@ -260,7 +259,7 @@ def _run_in_a_terminal(argv: list[str], cwd: Path, until: bytes, keys: bytes, ti
     fd, terminal = os.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "rltui", *argv], cwd=cwd, stdin=terminal, stdout=terminal, stderr=terminal,
-        env=cli_env(cwd / "c", COLUMNS=str(size[0]), LINES=str(size[1]), TERM="xterm-256color"), start_new_session=True,
+        env=cli_env(COLUMNS=str(size[0]), LINES=str(size[1]), TERM="xterm-256color"), start_new_session=True,
     )
     os.close(terminal)
     screen, typed = b"", False
@@ -325,7 +324,7 @@ def test_serve_without_textual_serve_says_how_to_install(tmp_path):
         "from rltui.cli import main\n"
         "sys.exit(main(['serve', '.']))\n"
     )
-    result = subprocess.run([sys.executable, "-c", blocked], cwd=tmp_path, env=cli_env(tmp_path / "c"),
+    result = subprocess.run([sys.executable, "-c", blocked], cwd=tmp_path, env=cli_env(),
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip() == 'rltui: error: rltui serve needs textual-serve: pip install "rltui[serve]" ' \
@@ -358,7 +357,7 @@ def test_serve_offers_the_attached_dashboard_on_localhost(tmp_path):
     with served(run_dir):
         port = _free_port()
         proc = subprocess.Popen([sys.executable, "-m", "rltui", "serve", str(run_dir), "--port", str(port),
-                                 "--token", "t0ken"], cwd=tmp_path, env=cli_env(tmp_path / "c"),
+                                 "--token", "t0ken"], cwd=tmp_path, env=cli_env(),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             page = None
@@ -478,7 +477,7 @@ async def test_the_page_of_a_run_that_has_ended_shows_the_reason_and_closes_with
 def test_serve_says_once_when_the_run_ends(tmp_path):
     import io
 
-    from rltui.commands.attach import RunEndWatcher
+    from rltui.commands.serve import RunEndWatcher
 
     with served(tmp_path) as (fake, _):
         out = io.StringIO()

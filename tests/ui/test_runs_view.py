@@ -16,11 +16,10 @@ import pytest
 from test_export import STEPS, make_run
 
 from rltui.cli import main
-from rltui.commands.compare import group_by
-from rltui.commands.runs import AttachRequest
+from rltui.runfiles.comparison import group_by
 from rltui.runfiles.discovery import RunState, state_of
 from rltui.runfiles.loading import RunCache, load_run
-from rltui.runs_view.rows import row_of
+from rltui.runs_view.rows import AttachRequest, row_of
 
 from control_client import served
 

@@ -50,7 +50,7 @@ def serving(tmp_path: Path, *options: str, token: str | None = TOKEN):
         options = ("--token", token, *options)
     with served(run_dir):
         proc = subprocess.Popen([sys.executable, "-m", "rltui", "serve", str(run_dir), "--port", str(port), *options],
-                                cwd=tmp_path, env=cli_env(tmp_path / "c"), stdout=subprocess.PIPE,
+                                cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         lines: queue.Queue[str | None] = queue.Queue()
         reader = threading.Thread(target=lambda: [*map(lines.put, proc.stdout), lines.put(None)], daemon=True)
@@ -195,7 +195,7 @@ def test_serve_refuses_a_public_url_that_is_not_one(tmp_path):
 
 
 def test_bound_to_every_address_serve_says_to_open_this_machines_name(monkeypatch):
-    from rltui.commands import serve
+    from rltui.ui import web_server as serve
     monkeypatch.setattr(serve.socket, "gethostname", lambda: "trainer")
     assert serve.open_url("0.0.0.0", 8123) == "http://trainer:8123"
     assert serve.open_url("::", 80) == "http://trainer"

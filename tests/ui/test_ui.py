@@ -148,7 +148,7 @@ async def test_the_events_log_keeps_following_after_another_screen_was_shown(tmp
         assert log.max_scroll_y > 0 and log.is_vertical_scroll_end, (log.scroll_y, log.max_scroll_y)
         # Scrolled up by the user, it stays where they put it; back at the end, it follows again.
         log.action_page_up()
-        await pilot.pause(0.5)  # the page scroll is animated
+        await pilot.wait_for_scheduled_animations()  # the page scroll is animated
         where = log.scroll_y
         fake.on_thread(fake.event, "checkpoint", "saved while reading back")
         await until(pilot, lambda: "reading back" in log.text)
@@ -188,8 +188,10 @@ async def test_pause_shows_pausing_until_the_session_confirms(tmp_path):
         await pilot.press("p")
         assert fake.commands_of(Pause) == [Pause()]
         assert status_text(app) == "pausing..."
-        await pilot.pause(0.05)
-        assert status_text(app) == "pausing..."  # the chunk is still in flight
+        # the chunk is still in flight: a later event is drawn, and the pause still waits
+        fake.on_thread(fake.event, "checkpoint", "saved while pausing")
+        await until(pilot, lambda: "saved while pausing" in app.dashboard.events_log.text)
+        assert status_text(app) == "pausing..."
         fake.release_chunk()
         await until(pilot, lambda: status_text(app) == "paused")
         await pilot.press("space")
@@ -559,7 +561,8 @@ async def test_elapsed_goes_on_while_paused_and_stops_when_the_run_ends(tmp_path
         fake.on_thread(fake.set_state, SessionState.FINISHED)
         await until(pilot, lambda: app.session_state is SessionState.FINISHED)
         now[0] += 60
-        await pilot.pause(1.2)  # a tick: the run's clock has stopped
+        app.snapshots.tick()  # what the app's one-second timer calls: the run's clock has stopped
+        await pilot.pause()
         assert "elapsed 0:15" in progress_text(app)
 
     await run_scenario(fake, tmp_path, scenario, clock=lambda: now[0])

@@ -153,9 +153,9 @@ _ESCAPES = re.compile(rb"\x1b\[[0-9;?<>=]*[a-zA-Z~]")
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> Path:
-    """One JAX compilation cache for every run here: same shapes, so later runs compile fast."""
-    return tmp_path_factory.mktemp("xdg-cache")
+def cache() -> Path:
+    """The session's JAX compilation cache (tests/conftest.py): same shapes, so later runs compile fast."""
+    return Path(os.environ["XDG_CACHE_HOME"])
 
 
 def _event_kinds(run_dir: Path) -> list[str]:

@@ -15,8 +15,8 @@ TINY = ["--set", "num_envs=4", "--set", "num_steps=16", "--set", "num_minibatche
         "--set", "hidden_sizes=[16]", "--set", "total_timesteps=128"]
 
 
-def cli(args, cwd: Path, cache: Path):
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XDG_CACHE_HOME=str(cache))
+def cli(args, cwd: Path):
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     return subprocess.run([sys.executable, "-m", "rltui", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=300)
@@ -25,7 +25,7 @@ def cli(args, cwd: Path, cache: Path):
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     work = tmp_path_factory.mktemp("watch")
-    result = cli(["launch", "--no-ui", "--no-preset", "--run-dir", "run", *TINY], work, work / "cache")
+    result = cli(["launch", "--no-ui", "--no-preset", "--run-dir", "run", *TINY], work)
     assert result.returncode == 0, result.stderr[-3000:]
     return work / "run"
 
@@ -38,7 +38,7 @@ def player_for(run_dir: Path):
 
 def test_record_writes_an_animated_svg(run_dir, tmp_path):
     out = tmp_path / "episode.svg"
-    result = cli(["watch", str(run_dir), "--record", str(out)], tmp_path, run_dir.parent / "cache")
+    result = cli(["watch", str(run_dir), "--record", str(out)], tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert str(out.resolve()) in result.stdout and "frames" in result.stdout
     svg = out.read_text(encoding="utf-8")
@@ -47,7 +47,7 @@ def test_record_writes_an_animated_svg(run_dir, tmp_path):
 
 @pytest.mark.parametrize("target, needle", [("missing-dir/out.svg", "no such directory"), ("out.gif", ".svg")])
 def test_record_to_a_bad_path_is_one_line_exit_2(run_dir, tmp_path, target, needle):
-    result = cli(["watch", str(run_dir), "--record", target], tmp_path, run_dir.parent / "cache")
+    result = cli(["watch", str(run_dir), "--record", target], tmp_path)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("rltui: error: --record") and needle in lines[0]
@@ -57,7 +57,7 @@ def test_record_to_a_bad_path_is_one_line_exit_2(run_dir, tmp_path, target, need
 def test_record_to_a_read_only_directory_is_one_line_exit_2(run_dir, tmp_path):
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
-    result = cli(["watch", str(run_dir), "--record", str(locked / "x.svg")], tmp_path, run_dir.parent / "cache")
+    result = cli(["watch", str(run_dir), "--record", str(locked / "x.svg")], tmp_path)
     assert result.returncode == 2 and "permission denied" in result.stderr
 
 

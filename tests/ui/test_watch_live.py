@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from rltui.commands.launch import make_population
+from rltui.assembly import make_population
 from rltui.config.build import build_config
 from rltui.control.params_transfer import MAX_PARAMS_BYTES, PARAMS_PIECE_BYTES, ParamsAssembly
 from rltui.control.protocol import ProtocolError

@@ -1,6 +1,7 @@
 """The other JAX suites, as optional extras (`pip install "rltui[navix]"`): env ids with the
 suite's name as a prefix (`navix:Navix-Empty-5x5-v0`), each adapted by the module of the
-same name here to the gymnax interface `env_import` trains on.
+same name here to the gymnax interface `env_import` trains on (`env_import` loads them
+through `load`; both share `env_source`).
 
 Nothing here imports a suite at module level: config validation parses ids with it, and a
 suite takes seconds to import.
@@ -13,7 +14,7 @@ import importlib.util
 import re
 from typing import NamedTuple
 
-from trainers.env_import import EnvImportError, EnvSource, split_env_id
+from trainers.env_source import EnvImportError, EnvSource, split_env_id
 
 
 class Suite(NamedTuple):

@@ -74,7 +74,7 @@ def make(name: str, episode_length: int = EPISODE_LENGTH, **kwargs: Any) -> tupl
     envs = _brax_envs()
     from brax.envs.wrappers.training import EpisodeWrapper
 
-    from trainers.env_import import EnvImportError, EnvRef, describe_call, one_line
+    from trainers.env_source import EnvImportError, EnvRef, describe_call, one_line
 
     try:
         env = EpisodeWrapper(envs.get_environment(name, **kwargs), int(episode_length), 1)

@@ -15,7 +15,7 @@ from typing import Any
 
 from flax import struct
 
-from trainers.env_import import EnvImportError
+from trainers.env_source import EnvImportError
 
 # The limit episodes are checked and evaluated against for an env that declares none
 # (it ends its episodes itself: a full board, every city visited...).
@@ -102,7 +102,7 @@ class JumanjiEnv:
 def make(name: str, **kwargs: Any) -> tuple[JumanjiEnv, JumanjiParams]:
     import jumanji
 
-    from trainers.env_import import EnvRef, describe_call, one_line
+    from trainers.env_source import EnvRef, describe_call, one_line
 
     try:
         made = jumanji.make(name, **kwargs)

@@ -3,6 +3,8 @@ live."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -30,10 +32,11 @@ class CurvesScreen(Screen):
         Binding("escape,q", "close", "back"),
     ]
 
-    def __init__(self, run: LoadedRun, controls: CurveControls):
+    def __init__(self, run: LoadedRun, controls: CurveControls, on_close: Callable[[], None] | None = None):
         super().__init__()
         self.run = run
-        self.controls = controls
+        self.controls = controls  # shared with the screen that opened this one, which redraws with them
+        self.on_close = on_close  # called once this screen is gone: the list redraws its curves
 
     def compose(self) -> ComposeResult:
         yield RunsChart(id="curves-chart")
@@ -82,9 +85,6 @@ class CurvesScreen(Screen):
         self.redraw()
 
     def action_close(self) -> None:
-        from rltui.ui.screens.runs import RunsScreen  # the list imports this screen
-
         self.app.pop_screen()
-        screen = self.app.screen
-        if isinstance(screen, RunsScreen):
-            screen.redraw_curves()
+        if self.on_close is not None:
+            self.on_close()

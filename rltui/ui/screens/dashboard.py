@@ -24,8 +24,7 @@ from rltui.config.build import RunConfig
 from rltui.session import MetricsSnapshot, SessionEvent, SessionState
 from rltui.session.devices import DeviceStats
 from rltui.ui.widgets import DevicePanel, EventsLog, HParamsPanel, Leaderboard, MetricChart, MetricsPanel, StatusBar
-from trainers.hparams import UNDEFINED_METRICS
-from trainers.metrics_spec import EVALUATION_METRICS
+from trainers.metrics_spec import EVALUATION_METRICS, undefined_metrics
 
 SIDE_PANELS = ("events", "hparams", "devices")
 _PAUSE_HELP = "pause / resume training at the next chunk boundary"
@@ -127,7 +126,7 @@ class DashboardScreen(Screen):
             # of a run that does not evaluate (they would draw an empty chart).
             never = () if self.config.eval_every_updates > 0 else EVALUATION_METRICS
             yield MetricChart(id="chart", min_interval=self.chart_interval,
-                              skip=(*UNDEFINED_METRICS.get(self.config.algo, ()), *never))
+                              skip=(*undefined_metrics(self.config.algo), *never))
             yield HParamsPanel(self.config, id="hparams", classes="side-panel")
             yield DevicePanel(id="devices", classes="side-panel")
             yield EventsLog(id="events", classes="side-panel")

@@ -22,12 +22,11 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from rltui.commands.runs import AttachRequest
 from rltui.formatting import fmt_count, fmt_duration
 from rltui.runfiles.discovery import has_socket, scan_runs, socket_answers, state_of
 from rltui.runfiles.loading import LoadedRun, RunCache
 from rltui.runs_view.curves import SMOOTHING, STATISTIC_NAMES, X_AXES, Overlay, group_keys, metric_choices, overlay
-from rltui.runs_view.rows import SORT_KEYS, RunRow, differences, matches, row_of, sort_rows
+from rltui.runs_view.rows import SORT_KEYS, AttachRequest, RunRow, differences, matches, row_of, sort_rows
 from rltui.ui.screens.curves import CurvesScreen
 from rltui.ui.terminal import EndsWithItsTerminal
 from rltui.ui.widgets.runs_chart import CurveControls, RunsChart
@@ -241,7 +240,7 @@ class RunsScreen(Screen):
             return
         run = self.cache.cached(path)
         if run is not None:
-            self.app.push_screen(CurvesScreen(run, self.controls))
+            self.app.push_screen(CurvesScreen(run, self.controls, on_close=self.redraw_curves))
 
     # --- the curves -----------------------------------------------------------------------------
     def selected_runs(self) -> list[LoadedRun]:
@@ -375,7 +374,7 @@ class RunsScreen(Screen):
 
 
 class RunsApp(EndsWithItsTerminal, App):
-    """`rltui runs`: exits with an rltui.commands.runs.AttachRequest when Enter is
+    """`rltui runs`: exits with an AttachRequest when Enter is
     pressed on a live run (the command then attaches), else with None."""
 
     TITLE = "rltui runs"

@@ -21,10 +21,12 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
-from rltui.formatting import bucket_means, count_ticks, smooth, time_ticks
+from rltui.formatting import bucket_means, count_ticks, time_ticks
+from rltui.runfiles.statistics import ema
 from rltui.session.history import Curves
 from rltui.session.metrics import MetricsStore, records_from_history
 from trainers import metrics_spec
+from trainers.metrics_spec import EPISODE_RETURN
 
 # (metric, title) that the chart can show, in cycling order: those declared for it.
 CHART_METRICS = tuple((spec.name, spec.title) for spec in metrics_spec.CHART_METRICS)
@@ -84,7 +86,7 @@ class MetricChart(PlotextPlot):
 
     COMPONENT_CLASSES = {"metric-chart--line", "metric-chart--band", "metric-chart--edit"}
 
-    metric: reactive[str] = reactive("episode_return")
+    metric: reactive[str] = reactive(EPISODE_RETURN)
     seed_view: reactive[str] = reactive("band")
     smoothing: reactive[float] = reactive(0.0)
     log_scale: reactive[bool] = reactive(False)
@@ -138,7 +140,7 @@ class MetricChart(PlotextPlot):
 
     @property
     def shows_seeds(self) -> bool:
-        return self.metric == "episode_return" and self.curves.seeds > 1
+        return self.metric == EPISODE_RETURN and self.curves.seeds > 1
 
     def toggle_seed_view(self) -> str:
         self.seed_view = SEED_VIEWS[(SEED_VIEWS.index(self.seed_view) + 1) % len(SEED_VIEWS)]
@@ -255,7 +257,7 @@ class MetricChart(PlotextPlot):
             if lines_view:
                 for k, (seed, colour) in enumerate(zip(curves.seed_series(), self._seed_colours(curves.seeds))):
                     keep = np.isfinite(seed.mean)
-                    ys = smooth(seed.mean, self.smoothing)[keep] if self.smoothing else seed.mean[keep]
+                    ys = ema(seed.mean, self.smoothing)[keep] if self.smoothing else seed.mean[keep]
                     plt.plot(xs[keep].tolist(), ys.tolist(), marker="braille", color=colour, label=f"{self.unit} {k}")
             else:
                 # The band: each bucket's minimum to maximum (over its updates, or its seeds).
@@ -263,7 +265,7 @@ class MetricChart(PlotextPlot):
                 keep = np.isfinite(series.mean)
                 if self.smoothing:
                     plt.plot(xs[keep].tolist(), series.mean[keep].tolist(), marker="braille", color=band)
-                    ys = smooth(series.mean, self.smoothing)[keep]
+                    ys = ema(series.mean, self.smoothing)[keep]
                 else:
                     ys = series.mean[keep]
                 plt.plot(xs[keep].tolist(), ys.tolist(), marker="braille", color=line)

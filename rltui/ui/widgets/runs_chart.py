@@ -10,8 +10,8 @@ from textual_plotext import PlotextPlot
 
 from rltui.formatting import count_ticks, time_ticks
 from rltui.runs_view.curves import Overlay
-from rltui.runs_view.rows import RETURN
 from rltui.ui.widgets.chart import band_path
+from trainers.metrics_spec import EPISODE_RETURN
 
 
 class RunsChart(PlotextPlot):
@@ -73,7 +73,7 @@ class RunsChart(PlotextPlot):
 class CurveControls:
     """The chart settings shared by the list and a run's own curves screen."""
 
-    metric: str = RETURN
+    metric: str = EPISODE_RETURN
     x_axis: str = "steps"
     smoothing: float = 0.6
     group: str | None = None

@@ -89,7 +89,7 @@ class MetricsPanel(Vertical):
     def __init__(self, *, evaluating: bool = False, **kwargs):
         super().__init__(**kwargs)
         # A run that evaluates (eval_every_updates) shows its evaluation return too.
-        extra = (metrics_spec.METRIC_SPECS["eval_return"],) if evaluating else ()
+        extra = (metrics_spec.METRIC_SPECS[metrics_spec.EVAL_RETURN],) if evaluating else ()
         self.specs = (*metrics_spec.SPARKLINE_METRICS, *extra)
 
     def compose(self) -> ComposeResult:

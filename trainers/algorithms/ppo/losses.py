@@ -1,4 +1,4 @@
-"""Pure loss functions. Each returns per-batch means; reductions over devices happen in the caller."""
+"""PPO's pure loss functions. Each returns per-batch means; reductions over devices happen in the caller."""
 
 from __future__ import annotations
 
@@ -30,11 +30,3 @@ def clipped_value_loss(value, old_value, targets, clip_eps):
     """Half the squared error, taking the worse of the raw and the clipped prediction."""
     value_clipped = old_value + jnp.clip(value - old_value, -clip_eps, clip_eps)
     return 0.5 * jnp.mean(jnp.maximum((value - targets) ** 2, (value_clipped - targets) ** 2))
-
-
-def ppo_total_loss(policy_loss, value_loss, entropy, vf_coef, ent_coef):
-    return policy_loss + vf_coef * value_loss - ent_coef * entropy
-
-
-def normalize(x, mean, std):
-    return (x - mean) / (std + 1e-8)

@@ -1,4 +1,5 @@
-"""Proximal Policy Optimisation as pure functions over `TrainState`.
+"""Proximal Policy Optimisation as pure functions over `TrainState` (declared in this
+package's `__init__.py`).
 
 One update = rollout (scan over time of vmapped env+policy) -> GAE (reverse scan) ->
 epochs x minibatches (nested scans of value_and_grad, gradients averaged over the device
@@ -17,16 +18,17 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from trainers import losses, networks, recurrent
-from trainers.base import (  # noqa: F401  (AXIS, set_injected and the optimizers are re-exported)
+from trainers import networks, recurrent
+from trainers.algorithms.ppo import losses
+from trainers.base import (
     AXIS,
     OnPolicyTrainer,
+    actor_critic_loss,
     annealed_lr,
     check_devices,
     episode_stats,
-    flat_optimizer,
-    make_optimizer,
     set_injected,
+    standardize,
 )
 from trainers.envs import make_env
 from trainers.hparams import DynamicHParams, StaticConfig
@@ -87,7 +89,7 @@ class PPO(OnPolicyTrainer):
         surrogate = losses.clipped_surrogate_loss(log_prob, mb.log_prob, advantage, hp.clip_eps)
         value_loss = losses.clipped_value_loss(out.value, mb.value, mb.target, hp.clip_eps)
         entropy = jnp.mean(networks.entropy(out.policy_out, out.log_std, self.spec.discrete))
-        total = losses.ppo_total_loss(surrogate.loss, value_loss, entropy, hp.vf_coef, hp.ent_coef)
+        total = actor_critic_loss(surrogate.loss, value_loss, entropy, hp.vf_coef, hp.ent_coef)
         info = LossInfo(policy_loss=surrogate.loss, value_loss=value_loss, entropy=entropy,
                         approx_kl=surrogate.approx_kl, clip_frac=surrogate.clip_frac)
         return total, info
@@ -95,7 +97,7 @@ class PPO(OnPolicyTrainer):
     def _minibatch_step(self, carry, mb: Batch, *, hp: DynamicHParams):
         params, opt_state = carry
         adv = global_mean_std(mb.advantage)
-        advantage = losses.normalize(mb.advantage, adv.mean, adv.std)
+        advantage = standardize(mb.advantage, adv.mean, adv.std)
         grad_fn = jax.value_and_grad(self._loss, has_aux=True)
         (_, info), grads = grad_fn(params, mb, advantage, hp)
         step = self.apply_gradients(params, opt_state, grads, info)
@@ -141,7 +143,7 @@ class PPO(OnPolicyTrainer):
         (params, opt_state), info = jax.lax.scan(epoch, (state.params, opt_state), epoch_keys)
 
         episodes = episode_stats(traj)
-        metrics = UpdateMetrics(
+        metrics = self.report(
             episode_return=episodes.mean_return,
             episode_length=episodes.mean_length,
             episodes=episodes.count,
@@ -157,13 +159,5 @@ class PPO(OnPolicyTrainer):
 
 
 def make_trainer(static: StaticConfig, num_devices: int = 1) -> PPO:
-    check_devices(static, num_devices)
-    if static.recurrent:
-        if (static.num_envs // num_devices) % static.num_minibatches:
-            raise ValueError(
-                f"num_minibatches: with network = gru, minibatches are sets of whole environments and must divide "
-                f"the {static.num_envs // num_devices} environments of each device"
-            )
-    elif static.num_steps % static.num_minibatches:
-        raise ValueError(f"num_minibatches: must divide num_steps ({static.num_steps})")
+    check_devices(static, num_devices)  # with PPO's minibatch rule (`batch_problem` in this package)
     return PPO(static=static, spec=make_env(static.env_id), num_devices=num_devices)

@@ -1,6 +1,6 @@
 """Pure pieces of the Monte-Carlo policy gradient (REINFORCE): which steps of a rollout
 have a complete return, masked means, and the losses. No collectives: the caller passes
-the count that turns a local sum into the mean over all devices (see `trainers.reinforce`).
+the count that turns a local sum into the mean over all devices (see `trainer.py`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""REINFORCE (Monte-Carlo policy gradient) as pure functions over `TrainState`.
+"""REINFORCE (Monte-Carlo policy gradient) as pure functions over `TrainState` (declared
+in this package's `__init__.py`).
 
 J(theta) = E[G], grad J = E[grad log pi(a|s) * G]. One update = rollout (the same scan as
 PPO's) -> discounted returns G_t by reverse scan, cut at every episode end -> one gradient
@@ -22,11 +23,11 @@ step of `-mean(log pi(a|s) * A)`, gradients averaged over devices with `lax.pmea
 - `baseline` and `normalize_returns` are traced float32 0/1 switches of `DynamicHParams`:
   toggling them, like editing lr, gamma, ent_coef, vf_coef or max_grad_norm, does not
   recompile. gae_lambda and clip_eps are unused.
-- Metrics are PPO's `UpdateMetrics`: `approx_kl` is the estimator E[(r - 1) - log r] of
-  KL(rollout policy || updated policy) over the valid steps (one extra forward pass);
-  `clip_frac` is NaN: nothing is clipped in this objective, so there is no fraction to
-  report (declared in `trainers.metrics_spec`; metrics.jsonl writes null, the dashboard's
-  chart passes over it).
+- Metrics are the shared ones (`trainers.metrics_spec`): `approx_kl` is the estimator
+  E[(r - 1) - log r] of KL(rollout policy || updated policy) over the valid steps (one
+  extra forward pass). Another algorithm's own metric (PPO's `clip_frac`: nothing is
+  clipped here) is NaN in every update; metrics.jsonl writes null, the dashboard's chart
+  passes over it.
 """
 
 from __future__ import annotations
@@ -38,8 +39,18 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from trainers import losses, networks, pg_losses
-from trainers.base import AXIS, OnPolicyTrainer, annealed_lr, check_devices, episode_stats, set_injected
+from trainers import networks
+from trainers.algorithms.reinforce import losses
+from trainers.base import (
+    AXIS,
+    OnPolicyTrainer,
+    actor_critic_loss,
+    annealed_lr,
+    check_devices,
+    episode_stats,
+    set_injected,
+    standardize,
+)
 from trainers.envs import make_env
 from trainers.hparams import DynamicHParams, StaticConfig
 from trainers.returns import discounted_returns
@@ -80,7 +91,7 @@ def reinforce_advantage(returns, values, valid, hp: DynamicHParams):
     `normalize_returns` is on."""
     advantage = returns - hp.baseline * values
     stats = masked_global_mean_std(advantage, valid)
-    return jnp.where(hp.normalize_returns > 0, losses.normalize(advantage, stats.mean, stats.std), advantage)
+    return jnp.where(hp.normalize_returns > 0, standardize(advantage, stats.mean, stats.std), advantage)
 
 
 @struct.dataclass
@@ -104,12 +115,12 @@ class REINFORCE(OnPolicyTrainer):
         mean over all valid steps."""
         out = self.sequence_outputs(params, batch.obs, batch.done, batch.start_hidden)
         log_prob = networks.log_prob(out.policy_out, out.log_std, batch.action, self.spec.discrete)
-        policy_loss = pg_losses.policy_gradient_loss(log_prob, batch.advantage, batch.valid, count)
-        value_loss = pg_losses.value_regression_loss(out.value, batch.returns, batch.valid, count)
-        entropy = pg_losses.masked_mean(
+        policy_loss = losses.policy_gradient_loss(log_prob, batch.advantage, batch.valid, count)
+        value_loss = losses.value_regression_loss(out.value, batch.returns, batch.valid, count)
+        entropy = losses.masked_mean(
             networks.entropy(out.policy_out, out.log_std, self.spec.discrete), batch.valid, count
         )
-        total = losses.ppo_total_loss(policy_loss, value_loss, entropy, hp.baseline * hp.vf_coef, hp.ent_coef)
+        total = actor_critic_loss(policy_loss, value_loss, entropy, hp.baseline * hp.vf_coef, hp.ent_coef)
         return total, PGLossInfo(policy_loss=policy_loss, value_loss=value_loss, entropy=entropy)
 
     def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
@@ -117,7 +128,7 @@ class REINFORCE(OnPolicyTrainer):
         collected = self.collect(state, rollout_key, hp)
         traj = collected.traj
         done = jnp.logical_or(traj.terminated, traj.truncated)
-        valid = pg_losses.complete_episode_mask(done)
+        valid = losses.complete_episode_mask(done)
         returns = discounted_returns(traj.reward, done, hp.gamma)  # no bootstrap, truncation included
         advantage = reinforce_advantage(returns, traj.value, valid, hp)
         batch = PGBatch(traj.obs, traj.action, returns, advantage, valid)
@@ -139,10 +150,10 @@ class REINFORCE(OnPolicyTrainer):
         # KL(rollout policy || updated policy) on the valid steps, E[(r - 1) - log r].
         out = self.sequence_outputs(params, traj.obs, batch.done, batch.start_hidden)
         log_ratio = networks.log_prob(out.policy_out, out.log_std, traj.action, self.spec.discrete) - traj.log_prob
-        approx_kl = jax.lax.pmean(pg_losses.masked_mean(jnp.expm1(log_ratio) - log_ratio, valid, count), AXIS)
+        approx_kl = jax.lax.pmean(losses.masked_mean(jnp.expm1(log_ratio) - log_ratio, valid, count), AXIS)
 
         episodes = episode_stats(traj)
-        metrics = UpdateMetrics(
+        metrics = self.report(
             episode_return=episodes.mean_return,
             episode_length=episodes.mean_length,
             episodes=episodes.count,
@@ -150,13 +161,12 @@ class REINFORCE(OnPolicyTrainer):
             value_loss=step.aux.value_loss,
             entropy=step.aux.entropy,
             approx_kl=approx_kl,
-            clip_frac=jnp.full((), jnp.nan, jnp.float32),
             grad_norm=step.grad_norm,
             lr=lr,
         )
         return self.next_state(state, collected, params, opt_state, key), metrics
 
 
-def make_reinforce_trainer(static: StaticConfig, num_devices: int = 1) -> REINFORCE:
+def make_trainer(static: StaticConfig, num_devices: int = 1) -> REINFORCE:
     check_devices(static, num_devices)
     return REINFORCE(static=static, spec=make_env(static.env_id), num_devices=num_devices)

@@ -3,10 +3,9 @@ where the resumed run writes, whether the checkpoint fits the configured trainer
 history that an older checkpoint starts, and what the resume changes against the checkpoint,
 recorded as events (`prepare_resume` and `apply_resume`, which both callers share).
 
-Reading and verifying a checkpoint never imports the run's env module (`rltui info` and
-`rltui eval` read checkpoints through here). Only `check_checkpoint_fits` builds the
-trainer, and the launch calls it after its preflight has imported an env named by import
-path and said so."""
+The checkpoint is read and verified by `rltui.runfiles.checkpoints`, which never imports
+the run's env module. Only `check_checkpoint_fits` builds the trainer, and the launch calls
+it after its preflight has imported an env named by import path and said so."""
 
 from __future__ import annotations
 
@@ -17,44 +16,15 @@ from typing import Any, NamedTuple
 
 from rltui.config.build import ConfigError, RunConfig, resume_config
 from rltui.errors import LaunchError
-
-
-class VerifiedCheckpoint(NamedTuple):
-    path: Path
-    data: bytes
-    metadata: dict
-
-
-def load_verified_checkpoint(path: Path, flag: str, command: str | None = None) -> VerifiedCheckpoint:
-    """Read and verify (format, version, checksum) a checkpoint file, or the newest valid
-    checkpoint of a run directory, skipping damaged ones with a warning. A folder of runs
-    is named as one, with what to type (`command`, "launch --resume" say) for one of them."""
-    from rltui.commands.info import folder_of_runs_hint
-    from rltui.infra.read_limits import ReadLimitError, read_checkpoint
-    from rltui.session.checkpoints import CheckpointStore, resolve_checkpoint
-    from trainers.checkpoint import CheckpointError, verify
-
-    try:
-        candidates = [resolve_checkpoint(path)]
-    except OSError as err:
-        raise LaunchError(folder_of_runs_hint(path, command, flag=flag) or f"{flag}: {err}") from None
-    if path.is_dir():
-        stores = (CheckpointStore.for_run(path), CheckpointStore(path))
-        candidates = next((s.paths()[::-1] for s in stores if s.paths()), candidates)
-    problems = []
-    for candidate in candidates:
-        try:
-            data = read_checkpoint(candidate)
-            metadata = verify(data)
-        except (OSError, CheckpointError) as err:
-            # the name once: a ReadLimitError's text names the file's whole path
-            reason = err.strerror if isinstance(err, ReadLimitError) else err
-            problems.append(f"{candidate.name}: {reason}")
-            continue
-        for problem in problems:
-            print(f"rltui: warning: skipped damaged checkpoint {problem}", file=sys.stderr)
-        return VerifiedCheckpoint(candidate, data, metadata)
-    raise LaunchError(f"{flag}: {'; '.join(problems)}")
+from rltui.runfiles.checkpoints import CheckpointStore, VerifiedCheckpoint, portable_template, state_shapes
+from rltui.runfiles.names import (
+    CHECKPOINTS,
+    CONFIG,
+    DISCARDED_CHECKPOINTS,
+    METRICS_DISCARDED,
+    ORIGINAL_CONFIG,
+    TEMPORARY_SUFFIX,
+)
 
 
 class ResumeTarget(NamedTuple):
@@ -66,14 +36,12 @@ def resume_target(args, checkpoint_path: Path) -> ResumeTarget:
     """Where a resume writes: the checkpoint's run directory, or --run-dir when it names
     another. A checkpoint that a branch set aside is not part of its run's history any
     more, so it may only go on in a directory of its own."""
-    from rltui.session.checkpoints import CHECKPOINT_DIR, DISCARDED_DIR
-
     parent = checkpoint_path.parent
-    discarded = parent.parent.name == DISCARDED_DIR and parent.parent.parent.name == CHECKPOINT_DIR
+    discarded = parent.parent.name == DISCARDED_CHECKPOINTS and parent.parent.parent.name == CHECKPOINTS
     if discarded:
         own = parent.parent.parent.parent
     else:
-        own = parent.parent if parent.name == CHECKPOINT_DIR else parent
+        own = parent.parent if parent.name == CHECKPOINTS else parent
     if args.run_dir and Path(args.run_dir).resolve() != own.resolve():
         return ResumeTarget(Path(args.run_dir), new=True)
     if discarded:
@@ -119,35 +87,13 @@ def check_checkpoint_fits(config: RunConfig, data: bytes) -> None:
         raise LaunchError(f"--resume: {err}") from None
 
 
-def state_shapes(config: RunConfig, parallel):
-    """The shapes and dtypes of `parallel`'s training state for `config`, traced by
-    `jax.eval_shape`: nothing is allocated, initialised or compiled."""
-    import jax
-
-    return jax.eval_shape(parallel.init, parallel.seed_keys(config.seed), config.dynamic_hparams())
-
-
-def portable_template(shapes):
-    """A portable state of `shapes` (`state_shapes`), zeros, to decode a checkpoint into.
-    Callers check first that a state of these shapes fits in memory
-    (`rltui.config.memory`): a checkpoint's config may name any size."""
-    import jax
-    import numpy as np
-
-    from trainers import checkpoint
-
-    return checkpoint.to_portable(jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes))
-
-
 def branch(run_dir: Path, resume: VerifiedCheckpoint):
     """Resuming from a checkpoint older than the run's latest starts a new history from it:
     the run's checkpoints after it move aside (before the metrics after it do, so that a
     crash in between still leaves checkpoints and metrics that agree), and `--resume RUN_DIR`
     and `rltui info RUN_DIR` then mean the latest of the history that goes on. Returns the
     event that says what moved, or None if nothing did."""
-    from rltui.session.checkpoints import CheckpointStore
     from rltui.session.events import SessionEvent
-    from rltui.session.recorder import DISCARDED
 
     update = int(resume.metadata["update"])
     store = CheckpointStore.for_run(run_dir)
@@ -164,12 +110,12 @@ def branch(run_dir: Path, resume: VerifiedCheckpoint):
     noun = "checkpoint" if len(moved.updates) == 1 else "checkpoints"
     message = (
         f"branched at update {update}: {noun} {names} moved to {moved.folder.relative_to(run_dir)}/, "
-        f"and the metrics after update {update} to {DISCARDED}"
+        f"and the metrics after update {update} to {METRICS_DISCARDED}"
     )
     print(f"rltui: {run_dir}: {message}", file=sys.stderr)
     return SessionEvent(
         "branched", update, message, _elapsed(resume.metadata),
-        {"checkpoints": list(moved.updates), "moved_to": str(moved.folder), "metrics_moved_to": DISCARDED},
+        {"checkpoints": list(moved.updates), "moved_to": str(moved.folder), "metrics_moved_to": METRICS_DISCARDED},
     )
 
 
@@ -256,7 +202,7 @@ def config_text_differs(run_dir: Path, config: RunConfig) -> bool:
     from rltui.infra.read_limits import TEXT_FILE_BYTES, read_text
 
     try:
-        return read_text(run_dir / "config.toml", TEXT_FILE_BYTES, "a config file") != dump_toml(config)
+        return read_text(run_dir / CONFIG, TEXT_FILE_BYTES, "a config file") != dump_toml(config)
     except (OSError, UnicodeDecodeError):
         return True
 
@@ -268,9 +214,8 @@ def keep_original_config(run_dir: Path) -> None:
 
     from rltui.infra.owner_only import open_private
     from rltui.infra.read_limits import TEXT_FILE_BYTES, read_bytes
-    from rltui.runfiles.loading import ORIGINAL_CONFIG
 
-    current, original = run_dir / "config.toml", run_dir / ORIGINAL_CONFIG
+    current, original = run_dir / CONFIG, run_dir / ORIGINAL_CONFIG
     if not current.exists() or original.exists():
         return
     # Read as every config is (a regular file, bounded), and written as every run file is
@@ -281,7 +226,7 @@ def keep_original_config(run_dir: Path) -> None:
         times = current.stat()
     except OSError as err:
         raise LaunchError(f"--resume: cannot read {current}: {err.strerror or err}") from None
-    tmp = original.with_name(original.name + ".tmp")
+    tmp = original.with_name(original.name + TEMPORARY_SUFFIX)
     try:
         with open_private(tmp, "wb") as out:
             out.write(text)

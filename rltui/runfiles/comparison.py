@@ -1,0 +1,156 @@
+"""What runs are compared by, shared by `rltui compare` and the runs view: a run's figures
+of a metric (its final value, the mean of its last FINAL_WINDOW, its best, the env steps to
+a threshold; a population by its best member), how its configuration differs from another's,
+and runs grouped by a config key. Plain Python on runs read by `reader.read_run`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from rltui.runfiles.reader import MEMBERS, RunData, member_tag
+from rltui.runfiles.statistics import mean
+
+FINAL_WINDOW = 10  # the final return: the mean of the last this many finite values
+
+
+class RunSummary(NamedTuple):
+    name: str
+    env: str
+    algo: str
+    updates: int
+    env_steps: int
+    final: float  # mean of the last FINAL_WINDOW finite values of the metric
+    best: float
+    steps_to_threshold: int | None  # first env steps at which the metric reached the threshold
+    wall_time: float
+    differences: tuple[str, ...]  # "key=value" where the config differs from the first run's
+    problems: tuple[str, ...]
+    population: str = ""  # a population: "3x1 (members x seeds), best member 2 (lr=0.001)"; else empty
+
+
+def steps_to(steps: Sequence[int], values: Sequence[float], threshold: float) -> int | None:
+    for step, value in zip(steps, values):
+        if value >= threshold:
+            return int(step)
+    return None
+
+
+def config_differences(base: dict[str, Any], config: dict[str, Any]) -> tuple[str, ...]:
+    """"key=value" for each key whose value differs, as `--set` writes it: a table's
+    entries as dotted keys (sweep.lr=[0.0001,0.001])."""
+    out = []
+    for key in sorted(set(base) | set(config)):
+        before, after = base.get(key), config.get(key)
+        if before == after:
+            continue
+        tables = (before if before is not None else {}), (after if after is not None else {})
+        if all(isinstance(table, dict) for table in tables):  # a table on both sides, or on one and unset
+            out += [f"{key}.{difference}" for difference in config_differences(*tables)]
+        else:
+            out.append(f"{key}={show_value(config.get(key, '(unset)'))}")
+    return tuple(out)
+
+
+def show_value(value: Any) -> str:
+    from rltui.config.toml_text import show_setting
+
+    return show_setting(value, compact=True)
+
+
+def summarize(run: RunData, metric: str, threshold: float | None, base: dict[str, Any]) -> RunSummary:
+    """A run's figures of `metric`. A population is compared by its best member (the one
+    whose final value is highest): its final, best and steps to the threshold."""
+    compared = compared_column(run, metric)
+    steps, values = compared.steps, compared.values
+    population = ""
+    if run.num_members and not metric.startswith(MEMBERS + "/"):
+        population = f"{run.num_members}x{run.num_seeds}"
+        if compared.member is not None:
+            population += f", best member {compared.member}{_member_values(run, compared.member)}"
+    last = run.records[-1] if run.records else {}
+    tail = values[-FINAL_WINDOW:]
+    return RunSummary(
+        name=run.name,
+        env=str(run.config.get("env", "?")),
+        algo=str(run.config.get("algo", "?")),
+        updates=int(last.get("update", 0) or 0),
+        env_steps=int(last.get("env_steps", 0) or 0),
+        final=mean(tail) if tail else math.nan,
+        best=max(values) if values else math.nan,
+        steps_to_threshold=steps_to(steps, values, threshold) if threshold is not None else None,
+        wall_time=float(last.get("wall_time", 0.0) or 0.0),
+        differences=config_differences(base, run.config) if run.config is not base else (),
+        problems=tuple(run.problems),
+        population=population,
+    )
+
+
+class Compared(NamedTuple):
+    steps: list[int]
+    values: list[float]
+    member: int | None  # the population member these are of; None: the run's own column
+
+
+def compared_column(run: RunData, metric: str) -> Compared:
+    """What a run is compared by: its `metric`, or for a population its best member's."""
+    if run.num_members and not metric.startswith(MEMBERS + "/"):
+        best = _best_member(run, metric)
+        if best is not None:
+            return Compared(*run.column(member_tag(best, metric)), best)
+    return Compared(*run.column(metric), None)
+
+
+def _best_member(run: RunData, metric: str) -> int | None:
+    """The member whose final `metric` (mean of its last FINAL_WINDOW values) is highest."""
+    finals = {}
+    for m in range(run.num_members):
+        tail = run.column(member_tag(m, metric))[1][-FINAL_WINDOW:]
+        if tail:
+            finals[m] = mean(tail)
+    return max(finals, key=lambda m: (finals[m], -m)) if finals else None
+
+
+def _member_values(run: RunData, member: int) -> str:
+    """ " (lr=0.001)": the member's values of the swept keys, as its population.jsonl last
+    recorded them."""
+    table = run.member_table()
+    row = next((r for r in table if r.get("member") == member), None)
+    values = row.get("values") if row else None
+    sweep = run.config.get("sweep")
+    if not isinstance(values, dict) or not isinstance(sweep, dict):
+        return ""
+    shown = [f"{k}={show_value(values[k])}" for k in sweep if isinstance(values.get(k), (int, float))]
+    return f" ({' '.join(shown)})" if shown else ""
+
+
+def group_by(runs: Sequence[Any], key: str, value_of: Callable[[Any], Any] | None = None) -> dict[Any, list[Any]]:
+    """Runs by their value of config key `key` (or `value_of(run)`), in order of first
+    appearance; lists are made hashable as tuples."""
+    groups: dict[Any, list[Any]] = {}
+    for run in runs:
+        value = run.config.get(key) if value_of is None else value_of(run)
+        groups.setdefault(tuple(value) if isinstance(value, list) else value, []).append(run)
+    return groups
+
+
+def grouped_value(run: RunData, key: str, metric: str) -> Any:
+    """What `--group-by key` groups `run` by: its config's value, or for a population its
+    best member's (`compared_column`), the one it is compared by."""
+    best = compared_column(run, metric).member if run.num_members else None
+    return member_value(run.member_table(), best, key, run.config.get(key))
+
+
+def member_value(table: Sequence[dict[str, Any]], member: int | None, key: str, default: Any) -> Any:
+    """The value of `key` that `member` trains with, from a population's member table (as
+    population.jsonl last recorded it), in six significant figures as a config holds it;
+    `default` when there is no such member or it holds no such key."""
+    from rltui.config.build import hparams_as_config
+
+    row = next((r for r in table if r.get("member") == member), None) if member is not None else None
+    values = row.get("values") if row is not None else None
+    if not isinstance(values, dict) or not isinstance(values.get(key), (int, float)):
+        return default
+    value = hparams_as_config({key: values[key]}).get(key, values[key])
+    return value if isinstance(value, bool) else float(f"{value:.6g}")

@@ -1,0 +1,29 @@
+"""The algorithms, by name: the one table that the `algo` key's choices, the trainer's key
+and metric tables (`trainers.hparams`, `trainers.metrics_spec`) and the dispatch to a
+trainer (`make_trainer`) read. Each algorithm is a package beside this module, declared
+by an `Algorithm` record (`algorithm.py`); adding one is adding its package and its entry
+here (docs/algorithms.md, "Adding an algorithm")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainers.algorithms import ppo, reinforce
+from trainers.algorithms.algorithm import Algorithm
+
+# The first is the default of the `algo` key.
+ALGORITHMS: dict[str, Algorithm] = {algorithm.name: algorithm for algorithm in (ppo.ALGORITHM, reinforce.ALGORITHM)}
+DEFAULT_ALGORITHM = next(iter(ALGORITHMS))
+
+
+def algorithm(name: str) -> Algorithm:
+    try:
+        return ALGORITHMS[name]
+    except KeyError:
+        raise ValueError(f"algo: expected one of {', '.join(ALGORITHMS)}, got {name!r}") from None
+
+
+def make_trainer(static: Any, num_devices: int = 1) -> Any:
+    """The trainer of `static.algo` for `static`, split over `num_devices` (an
+    `OnPolicyTrainer`); every one runs through `parallel.DataParallel` the same way."""
+    return algorithm(static.algo).make_trainer(static, num_devices)
