@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rltui.config.build import ConfigError, RunConfig, build_config
+from rltui.config.build import RunConfig, build_config
+from rltui.config.keys import ConfigError
 from rltui.errors import UsageError
 from rltui.runfiles.names import METRICS
 from rltui.session.controller import SessionListener

@@ -179,13 +179,6 @@ def _import_env_module(module_name: str) -> Any:
         raise EnvImportError(f"env: importing {module_name} raised {one_line(err)}") from None
 
 
-def module_of(env_id: str) -> str | None:
-    """The module an env id imports, or None when it imports nothing."""
-    if not is_import_path(env_id) or is_object_id(env_id):
-        return None
-    return split_env_id(env_id).path.partition(":")[0]
-
-
 @functools.cache
 def load(env_id: str) -> EnvSource:
     """The env an import-path id (with its JSON kwargs) or an API object id names. Cached:

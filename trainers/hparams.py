@@ -94,7 +94,7 @@ SHARED_KEYS: tuple[Key, ...] = (
         "losses)", Choice(PRECISIONS), STATIC),
     Key("num_seeds", 1, "independent agents trained at once (seed, seed+1, ...), vmapped in one program", _COUNT,
         STATIC),
-    # A population's size, from the sweep (rltui.population): members x num_seeds agents
+    # A population's size, from the sweep (rltui.config.sweep): members x num_seeds agents
     # share one program, each member with its own traced hyperparameters.
     Key("num_members", 1, "population members trained at once, each with its own hyperparameters", _COUNT, STATIC,
         config=False),

@@ -38,6 +38,9 @@ class MetricSpec:
     # agents that have a value; an agent that ended no episode has none). A NaN under
     # "mean" stays NaN, so the divergence guard sees it.
     combine: Literal["mean", "sum", "finite_mean"] = "mean"
+    # A non-finite value means training has diverged: the session pauses the run (an
+    # episodic metric may be NaN simply because no episode ended, so it never guards).
+    guards_divergence: bool = False
     sparkline: bool = False
     chart: bool = True
     headless: bool = False

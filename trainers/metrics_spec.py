@@ -32,11 +32,11 @@ SHARED_METRICS: tuple[MetricSpec, ...] = (
                combine="finite_mean", sparkline=True, headless=True),
     MetricSpec("episode_length", "episode length", "length", fmt=".1f", episodic=True, combine="finite_mean"),
     MetricSpec("episodes", "episodes completed", "episodes", fmt=",.0f", integer=True, combine="sum", chart=False),
-    MetricSpec("policy_loss", "policy loss", "π loss", sparkline=True),
-    MetricSpec("value_loss", "value loss", "V loss", sparkline=True),
-    MetricSpec("entropy", "entropy", "entropy", sparkline=True),
+    MetricSpec("policy_loss", "policy loss", "π loss", sparkline=True, guards_divergence=True),
+    MetricSpec("value_loss", "value loss", "V loss", sparkline=True, guards_divergence=True),
+    MetricSpec("entropy", "entropy", "entropy", sparkline=True, guards_divergence=True),
     MetricSpec("approx_kl", "approx KL", "KL", sparkline=True),
-    MetricSpec("grad_norm", "grad norm", "grad norm"),
+    MetricSpec("grad_norm", "grad norm", "grad norm", guards_divergence=True),
     MetricSpec("lr", "learning rate", "lr", fmt=".3g", sparkline=True),
     MetricSpec(EVAL_RETURN, "evaluation return (greedy)", "eval return", fmt=".1f", higher_is_better=True,
                source="evaluation", episodic=True, combine="finite_mean"),
@@ -58,6 +58,7 @@ EVALUATION_METRICS = tuple(spec.name for spec in METRICS if spec.source == "eval
 CHART_METRICS = tuple(spec for spec in METRICS if spec.chart)
 SPARKLINE_METRICS = tuple(spec for spec in METRICS if spec.sparkline)
 HEADLESS_METRICS = tuple(spec for spec in METRICS if spec.headless)
+DIVERGENCE_METRICS = tuple(spec.name for spec in METRICS if spec.guards_divergence)
 # What can rank agents (population-based training's `pbt_metric`): a goal each agent has a
 # value of, from training or from its evaluation.
 RANKING_METRICS = tuple(spec.name for spec in METRICS if spec.higher_is_better and spec.source != "session")

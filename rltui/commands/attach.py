@@ -74,7 +74,8 @@ def show_unavailable(reason: str, hint: str) -> None:
 
 
 def cmd_attach(args) -> int:
-    from rltui.config.build import ConfigError, build_config
+    from rltui.config.build import build_config
+    from rltui.config.keys import ConfigError
     from rltui.control.remote import AttachError, RemoteSession
     from rltui.session import SessionState
     from rltui.ui import can_show_dashboard

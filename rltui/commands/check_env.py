@@ -318,7 +318,7 @@ def render(checks: list[Check]) -> str:
 
 def cmd_check_env(args) -> int:
     """Exit 0 when training will work (warnings allowed), 2 otherwise."""
-    from rltui.config.build import ConfigError, coerce_value
+    from rltui.config.keys import ConfigError, coerce_value
     from rltui.errors import ExitCode, report
     from rltui.infra import runtime
 

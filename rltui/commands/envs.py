@@ -12,10 +12,10 @@ def add_parser(sub) -> None:
     parser = sub.add_parser(
         "envs", help="list the supported environments", description="List the supported gymnax environments."
     )
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=cmd_envs)
 
 
-def run(args: argparse.Namespace) -> int:
+def cmd_envs(args: argparse.Namespace) -> int:
     """`rltui envs`: every env id with its spaces, family and settings, then the optional suites."""
     from rltui.config import presets
     from trainers.algorithms import DEFAULT_ALGORITHM

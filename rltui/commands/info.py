@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rltui.config.keys import POPULATION_KEYS
 from rltui.errors import ExitCode, report
 
 
@@ -29,7 +30,8 @@ def _fail(message: str) -> int:
 def info_record(path: Path, data: bytes, metadata: dict) -> dict[str, Any]:
     """What `rltui info` reports, as data (`--json` prints it as is). Reading never
     imports the run's env module: everything comes from the checkpoint's metadata."""
-    from rltui.config.build import KEYS, hparams_as_config
+    from rltui.config.build import hparams_as_config
+    from rltui.config.keys import KEYS
     from trainers import checkpoint
 
     config = metadata.get("config") if isinstance(metadata.get("config"), dict) else {}
@@ -75,7 +77,7 @@ def how_it_ended(metadata: dict[str, Any], config: dict[str, Any]) -> str | None
     return "finished" if update >= max(1, total // max(1, steps // update)) else "stopped"
 
 
-PBT_KEYS = ("pbt_every_updates", "pbt_fraction", "pbt_perturb", "pbt_metric", "pbt_keys")
+PBT_KEYS = tuple(name for name in POPULATION_KEYS if name.startswith("pbt_"))
 
 
 def population_record(saved: Any, config: dict[str, Any], applies: set[str], *,
@@ -227,16 +229,11 @@ def cmd_info(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from rltui.config.build import (
-        INT32_MAX,
-        ConfigError,
-        IntRange,
-        build_config,
-        check_integer,
-        int_range,
-    )
+    from rltui.config.build import build_config
+    from rltui.config.keys import ConfigError, check_integer, int_range
     from trainers import checkpoint
     from trainers.checkpoint import CheckpointError
+    from trainers.keys import INT32_MAX, IntRange
 
     try:
         # --seed becomes a PRNG key as a run's seed does; --episodes is an int32 batch size.

@@ -10,14 +10,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rltui.assembly import build_session, check_agents_fit, start_control_server
-from rltui.config.build import (
-    KEYS,
-    ConfigError,
-    RunConfig,
-    build_config,
-    check_devices,
-    check_run_name,
-)
+from rltui.config.build import RunConfig, build_config, check_devices, check_run_name
+from rltui.config.keys import KEYS, ConfigError
 from rltui.config.toml_text import load_toml, parse_overrides
 from rltui.errors import LaunchError, UsageError, report, warn
 from rltui.runfiles.checkpoints import VerifiedCheckpoint, load_verified_checkpoint
@@ -320,7 +314,7 @@ def add_parser(sub) -> None:
         "--peer-timeout", metavar="SECONDS", type=int,
         help="seconds to wait for every process to join, and without a peer's heartbeat before giving up (default 60)",
     )
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=cmd_launch)
 
 
 def sweep_overrides(sweeps: list[str], sweep_size: str | None) -> list[str]:
@@ -345,7 +339,7 @@ def sweep_overrides(sweeps: list[str], sweep_size: str | None) -> list[str]:
     return items
 
 
-def run(args: argparse.Namespace) -> int:
+def cmd_launch(args: argparse.Namespace) -> int:
     """`rltui launch`: one process, or the supervisor of a multi-process run (which starts
     this same command line, `args.argv`, in each process)."""
     from rltui.commands import multiprocess

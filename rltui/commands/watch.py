@@ -15,10 +15,12 @@ from rltui.watch.record import check_record_path, record
 
 def load_player(args) -> Player:
     from rltui.commands.info import _load
-    from rltui.config.build import INT32_MAX, ConfigError, IntRange, build_config, check_integer, int_range
+    from rltui.config.build import build_config
+    from rltui.config.keys import ConfigError, check_integer, int_range
     from trainers import checkpoint
     from trainers.checkpoint import CheckpointError
     from trainers.env_import import is_import_path, is_object_id
+    from trainers.keys import INT32_MAX, IntRange
 
     check_integer("--seed", args.seed, int_range("seed"))
     check_integer("--episodes", args.episodes, IntRange(1, INT32_MAX))

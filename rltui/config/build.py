@@ -23,18 +23,12 @@ from typing import Any, NamedTuple
 
 from rltui.config import presets
 from rltui.config.keys import (
-    INT_RANGES,
     KEYS,
-    POPULATION_KEYS,
     RESUMABLE_KEYS,
-    RUN_KEYS,
     ConfigError,
     TableEntries,
-    check_integer,
     coerce_value,
     defaults,
-    int_range,
-    known_key,
 )
 from rltui.config.sweep import plan_sweep
 from rltui.config.sweep_spec import PERTURBABLE
@@ -42,18 +36,8 @@ from rltui.config.toml_text import show_setting
 from trainers.env_import import env_id_with_kwargs, is_import_path
 from trainers.envs import MINATAR
 from trainers.hparams import DynamicHParams, StaticConfig, batch_split_problem
-from trainers.keys import INT32_MAX, INT64_MAX, STATIC, TRACED, UINT32_MAX, IntRange, Key, quote, shorten
+from trainers.keys import INT32_MAX, STATIC, TRACED, UINT32_MAX, Key, quote, shorten
 from trainers.metrics_spec import METRIC_SPECS
-
-# Read through this module as well as where they are declared (`rltui.config.keys`,
-# `trainers.keys`): the configuration's names, from its front.
-__all__ = [
-    "INT32_MAX", "INT64_MAX", "INT_RANGES", "KEYS", "POPULATION_KEYS", "RESUMABLE_KEYS", "RUN_KEYS", "ConfigError",
-    "DerivedLimit", "IntRange", "RunConfig", "TableEntries", "build_config", "check_devices", "check_integer",
-    "check_run_name", "coerce_value", "hparams_as_config", "int_range", "known_key", "resume_config",
-    "run_config_type",
-]
-
 
 IMAGE_ENVS = MINATAR  # (10, 10, channels) observations
 

@@ -84,7 +84,7 @@ RUN_KEYS: tuple[Key, ...] = (
     Key("loggers", (), "where metrics and events go besides metrics.jsonl and events.jsonl (always written): "
         "tensorboard (event files in RUN_DIR/tb/), wandb (Weights & Biases; its WANDB_* variables apply)",
         Names(LOGGER_NAMES), RUN),
-    # A population (rltui.population): the sweep decides the members and their values, so
+    # A population (rltui.config.sweep): the sweep decides the members and their values, so
     # a resumed run keeps it; PBT's settings only steer what happens between chunks.
     Key("sweep", {}, "train a population: a table from traced keys to a list of values or a distribution "
         "(see docs/populations.md); members x num_seeds agents train in one program; empty = one member",

@@ -14,7 +14,8 @@ import json
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from rltui.config.build import KEYS, RunConfig
+from rltui.config.build import RunConfig
+from rltui.config.keys import KEYS
 from trainers.algorithms import ALGORITHMS
 
 REGENERATE = "python -m rltui.config.reference > docs/configuration.md"

@@ -17,8 +17,8 @@ from rltui.control.allowance import Allowance
 from rltui.control.clients import Client, ConnectedClients, OwedParams
 from rltui.control.feed import RunFeed
 from rltui.control.protocol import ProtocolError
+from rltui.session.boundary_commands import validate_changes
 from rltui.session.command_json import command_name
-from rltui.session.command_steps import validate_changes
 from rltui.session.commands import CloneMember, Command, FreezeMembers, SetHParams
 from rltui.session.interface import SessionClient
 from trainers.hparams import HParamError

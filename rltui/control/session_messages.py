@@ -15,12 +15,6 @@ from rltui.session.events import SessionEvent, SessionState
 from rltui.session.metrics import UpdateRecord
 
 
-def snapshot_message(snapshot: Any, records: tuple[UpdateRecord, ...]) -> dict[str, Any]:
-    """A `MetricsSnapshot`'s scalars plus `records`: the update records this client has
-    not seen yet (the whole kept history on connect, then each chunk's new ones)."""
-    return {**snapshot_head(snapshot), "records": [record.to_json() for record in records]}
-
-
 def snapshot_head(snapshot: Any) -> dict[str, Any]:
     """A snapshot message without its records (`snapshot_line` adds them)."""
     head = {

@@ -2,8 +2,8 @@
 the tools people compare runs in (TensorBoard, Weights & Biases), as the `loggers` key names
 them.
 
-`kinds`: the loggers the key may name; `base`: what every logger shares (the `Logger`
-protocol, a record's numbers and an event's text by tag, the check that a logger's library
-is installed); `listener`: the loggers on threads of their own beside training;
+`base`: what every logger shares (the `Logger` protocol, a record's numbers and an event's
+text by tag, the check that a logger's library is installed; the loggers the key may name
+are `rltui.config.logger_kinds`); `listener`: the loggers on threads of their own beside training;
 `tensorboard` and `wandb_logger`: the writers.
 """

@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from rltui.config.build import ConfigError
+from rltui.config.keys import ConfigError
 from rltui.config.logger_kinds import LOGGERS
 from rltui.runfiles.reader import MEMBERS, member_tag, population_shape
 

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from rltui.errors import UsageError
 from rltui.infra.read_limits import NOTE_BYTES, read_text
-from rltui.runfiles.names import SOCKET, SOCKET_POINTER
+from rltui.runfiles.names import EVENTS, SOCKET, SOCKET_POINTER
 from rltui.runfiles.reader import is_run_dir
 
 STATES = ("live", "finished", "stopped", "diverged", "aborted", "crashed")
@@ -101,7 +101,7 @@ def state_of(events: Sequence[dict[str, Any]], live: bool, socket_left: bool = F
         elif kind in ("finished", "aborted", "error"):
             end = event
     if end is None:
-        why = "its control socket no longer answers" if socket_left else "no final event in events.jsonl"
+        why = "its control socket no longer answers" if socket_left else f"no final event in {EVENTS}"
         return RunState("crashed", why)
     message = str(end.get("message", ""))
     if end.get("kind") == "error":

@@ -16,7 +16,8 @@ import re
 import shlex
 from pathlib import Path
 
-from rltui.config.build import ConfigError, RunConfig
+from rltui.config.build import RunConfig
+from rltui.config.keys import ConfigError
 from rltui.config.toml_text import dump_toml
 from rltui.errors import warn
 from rltui.infra.owner_only import DIR_MODE, FILE_MODE, make_private, open_private

@@ -1,7 +1,7 @@
 """The training session: one thread running a trainer, driven by commands, reporting
 immutable snapshots. Never imports textual."""
 
-from rltui.session.command_steps import validate_changes
+from rltui.session.boundary_commands import validate_changes
 from rltui.session.commands import Pause, Resume, Rollback, SaveCheckpoint, SetHParams, Stop
 from rltui.session.controller import SessionListener, TrainingSession
 from rltui.session.events import SessionEvent, SessionState

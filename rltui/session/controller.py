@@ -26,13 +26,13 @@ from types import MappingProxyType
 
 from rltui.runfiles.checkpoints import CheckpointStore
 from rltui.session.backend import TrainingBackend
-from rltui.session.checkpoint_steps import CheckpointFailure, SessionCheckpoints
+from rltui.session.boundary_commands import BoundaryCommands
+from rltui.session.checkpointing import CheckpointFailure, SessionCheckpoints
 from rltui.session.checkpoints import CheckpointPolicy
-from rltui.session.command_steps import BoundaryCommands
 from rltui.session.commands import Command, Stop
 from rltui.session.distributed import BoundarySync, LocalSync
+from rltui.session.evaluating import SessionEvaluation
 from rltui.session.evaluation import EvalResult, EvaluationPolicy, Evaluator
-from rltui.session.evaluation_steps import SessionEvaluation
 from rltui.session.events import SessionEvent, SessionState
 from rltui.session.metrics import TRAINER_METRICS, MetricsSnapshot, MetricsStore, UpdateRecord, load_run_history
 from rltui.session.params_service import ParamsService
@@ -42,13 +42,10 @@ from rltui.session.progress import TrainingProgress
 from rltui.session.reporter import ListenerFailed, SessionListener, SessionReporter
 from trainers.env_import import one_line
 from trainers.hparams import DynamicHParams
-from trainers.metrics_spec import EVAL_RETURN, EVAL_RETURN_STD
+from trainers.metrics_spec import DIVERGENCE_METRICS, EVAL_RETURN, EVAL_RETURN_STD
 
 __all__ = ["ListenerFailed", "SessionListener", "TrainingSession"]
 
-# Metrics whose non-finite value means training has diverged (episode_return may be NaN
-# simply because no episode finished).
-_GUARDED = ("policy_loss", "value_loss", "entropy", "grad_norm")
 
 
 class TrainingSession:
@@ -324,7 +321,7 @@ class TrainingSession:
         return max(1, min(target, count * 8, self.backend.max_chunk_updates))
 
     def _diverged(self, rows: list[dict[str, float]]) -> bool:
-        return any(not math.isfinite(row.get(name, 0.0)) for row in rows for name in _GUARDED)
+        return any(not math.isfinite(row.get(name, 0.0)) for row in rows for name in DIVERGENCE_METRICS)
 
     def _record(
         self, rows: list[dict[str, float]], started: float, seconds: float, evaluation: EvalResult | None = None

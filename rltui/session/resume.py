@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rltui.config.build import ConfigError, RunConfig, resume_config
+from rltui.config.build import RunConfig, resume_config
+from rltui.config.keys import ConfigError
 from rltui.errors import LaunchError
 from rltui.runfiles.checkpoints import CheckpointStore, VerifiedCheckpoint, portable_template, state_shapes
 from rltui.runfiles.names import (
@@ -259,6 +260,11 @@ class AfterResumed:
             self.recorder.on_event(dataclasses.replace(pending, wall_time=event.wall_time))  # the run's clock, now
 
 
+def _shown(value):
+    """A key's value as the run holds it: a list-valued key (`loggers`, `pbt_keys`) is a tuple."""
+    return tuple(value) if isinstance(value, list) else value
+
+
 class ResumeChanges(NamedTuple):
     """What a resume changes against the checkpoint it goes on from."""
 
@@ -270,7 +276,8 @@ class ResumeChanges(NamedTuple):
     def event(self, metadata: dict):
         from rltui.session.events import SessionEvent
 
-        text = ", ".join(f"{key} {before!r} -> {after!r}" for key, (before, after) in self.other.items())
+        text = ", ".join(f"{key} {_shown(before)!r} -> {_shown(after)!r}"
+                         for key, (before, after) in self.other.items())
         return SessionEvent(
             "config", self.update, f"resumed with {text}", _elapsed(metadata),
             {"changes": {k: after for k, (_, after) in self.other.items()},

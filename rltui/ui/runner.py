@@ -16,6 +16,7 @@ from rich.text import Text
 from rltui.config.build import RunConfig
 from rltui.errors import ExitCode
 from rltui.headless import GuardedOutput
+from rltui.runfiles import names
 from rltui.runfiles.checkpoints import CheckpointStore
 from rltui.runfiles.summary import checkpoint_failure_line, continue_line, return_text, summary_line
 from rltui.session import MetricsSnapshot, SessionState
@@ -81,7 +82,7 @@ def run_dashboard(
     if not ended:
         console.print(Text(f"The session did not stop within {STOP_TIMEOUT:.0f} s; leaving it.", style="yellow"))
     if session.state is SessionState.ERROR:
-        console.print(Text(f"Training failed: {app.state_message or 'see events.jsonl'}", style="bold red"))
+        console.print(Text(f"Training failed: {app.state_message or f'see {names.EVENTS}'}", style="bold red"))
     elif session.outlives_client and session.state in LIVE:
         console.print(
             Text(f"Detached; the run goes on ({session.state.value}). Attach again with: "

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rltui.config.build import KEYS
+from rltui.config.keys import KEYS
 from rltui.runfiles.discovery import RunState, state_of
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ module, and every link between pages resolves."""
 import re
 from pathlib import Path
 
-from rltui.config.build import KEYS
+from rltui.config.keys import KEYS
 from rltui.config.reference import REGENERATE, render_markdown
 
 ROOT = Path(__file__).resolve().parents[2]

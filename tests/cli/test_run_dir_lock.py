@@ -25,7 +25,8 @@ from test_resume_cli import (
     wait_for,
 )
 
-from rltui.config.build import ConfigError, RunConfig
+from rltui.config.build import RunConfig
+from rltui.config.keys import ConfigError
 from rltui.runfiles.names import LOCK as LOCK_NAME
 from rltui.runfiles.rundir import prepare_run_dir
 

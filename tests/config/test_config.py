@@ -10,20 +10,11 @@ import tomllib
 import pytest
 
 from rltui.config import presets
-from rltui.config.build import (
-    INT64_MAX,
-    INT_RANGES,
-    KEYS,
-    ConfigError,
-    RunConfig,
-    build_config,
-    check_devices,
-    check_run_name,
-    coerce_value,
-    hparams_as_config,
-)
+from rltui.config.build import RunConfig, build_config, check_devices, check_run_name, hparams_as_config
+from rltui.config.keys import INT_RANGES, KEYS, ConfigError, coerce_value
 from rltui.config.toml_text import dump_toml, load_toml, parse_overrides, parse_set_value
 from trainers.hparams import quote
+from trainers.keys import INT64_MAX
 
 
 def from_set(*items: str) -> RunConfig:

@@ -7,15 +7,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rltui.config.build import (
-    KEYS,
-    RESUMABLE_KEYS,
-    RUN_KEYS,
-    RunConfig,
-    build_config,
-    coerce_value,
-    run_config_type,
-)
+from rltui.config.build import RunConfig, build_config, run_config_type
+from rltui.config.keys import KEYS, RESUMABLE_KEYS, RUN_KEYS, coerce_value
 from rltui.config.reference import render_markdown
 from trainers import metrics_spec
 from trainers.algorithms import ALGORITHMS

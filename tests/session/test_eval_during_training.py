@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rltui.config.build import ConfigError, build_config
+from rltui.config.build import build_config
+from rltui.config.keys import ConfigError
 from rltui.runfiles.checkpoints import CheckpointStore
 from rltui.runfiles.names import BEST_CHECKPOINT as BEST_NAME
 from rltui.session import TrainingSession

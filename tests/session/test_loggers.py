@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from rltui.config.build import ConfigError, build_config
+from rltui.config.build import build_config
+from rltui.config.keys import ConfigError
 from rltui.loggers.base import check_loggers, scalars
 from rltui.loggers.listener import LoggerListener, open_loggers
 from rltui.session.events import SessionEvent, SessionState

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from flax import linen as nn
 
-from rltui.config.build import ConfigError, build_config
+from rltui.config.build import build_config
+from rltui.config.keys import ConfigError
 from trainers import networks
 from trainers.hparams import StaticConfig
 

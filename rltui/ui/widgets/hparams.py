@@ -10,7 +10,8 @@ from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Label, Static
 
-from rltui.config.build import KEYS, POPULATION_KEYS, RunConfig
+from rltui.config.build import RunConfig
+from rltui.config.keys import KEYS, POPULATION_KEYS
 from rltui.formatting import fmt_hparam
 from trainers.hparams import ALGO_HPARAMS
 

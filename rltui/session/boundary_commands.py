@@ -10,7 +10,7 @@ from __future__ import annotations
 import queue
 from typing import NamedTuple
 
-from rltui.session.checkpoint_steps import SessionCheckpoints
+from rltui.session.checkpointing import SessionCheckpoints
 from rltui.session.commands import (
     CloneMember,
     Command,
