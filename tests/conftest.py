@@ -31,6 +31,15 @@ os.environ["XDG_CACHE_HOME"] = os.environ[_SESSION_CACHE]
 os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(8 << 30))
 
 
+def pytest_configure(config):
+    # Programs compiled in-process go to the same cache, where `rltui.infra.runtime.cache_dir`
+    # puts a run's, with its threshold: a trainer one xdist worker compiled, the other loads.
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", str(Path(os.environ["XDG_CACHE_HOME"], "rltui", "jax")))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
 def pytest_unconfigure(config):
     if _made_session_cache:
         shutil.rmtree(os.environ[_SESSION_CACHE], ignore_errors=True)
