@@ -28,16 +28,20 @@ if _made_session_cache:
 os.environ["XDG_CACHE_HOME"] = os.environ[_SESSION_CACHE]
 # Processes write and read the cache at the same time: a size limit makes JAX lock it, so no
 # process reads an entry another is still writing.
-os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(8 << 30))
+_CACHE_MAX_BYTES = 8 << 30
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(_CACHE_MAX_BYTES))
 
 
 def pytest_configure(config):
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        return  # xdist's controller: it runs no test
     # Programs compiled in-process go to the same cache, where `rltui.infra.runtime.cache_dir`
     # puts a run's, with its threshold: a trainer one xdist worker compiled, the other loads.
     import jax
 
     jax.config.update("jax_compilation_cache_dir", str(Path(os.environ["XDG_CACHE_HOME"], "rltui", "jax")))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    jax.config.update("jax_compilation_cache_max_size", _CACHE_MAX_BYTES)
 
 
 def pytest_unconfigure(config):

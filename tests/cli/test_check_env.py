@@ -191,7 +191,7 @@ def test_an_exception_in_the_envs_jax_callback_during_training_is_one_line(env_m
 def test_an_env_that_exits_the_process_is_one_line_and_exit_2(env_id, message, command, env_modules):
     # In a child process: an env that does end the process would end the test run with it.
     args = [env_id] if command == "check-env" else ["--no-ui", "--set", f"env={env_id}"]
-    env = cli_env(env_modules)
+    env = cli_env()
     env["PYTHONPATH"] += f":{env_modules}"
     done = subprocess.run([sys.executable, "-m", "rltui", command, *args], cwd=env_modules, env=env,
                           capture_output=True, text=True, timeout=300, check=False)

@@ -302,21 +302,22 @@ def test_eval_where_the_env_module_cannot_be_imported_is_one_line(trained):
     ), last
 
 
-def _start_process(cwd: Path, process_id: int, port: int, *, with_module: bool) -> subprocess.Popen:
+def _start_process(cwd: Path, process_id: int, port: int, *, with_module: bool, peer_timeout: int) -> subprocess.Popen:
     cwd.mkdir(parents=True, exist_ok=True)
     args = ["launch", "--no-ui", "--run-dir", "run", "--set", "env=test_custom_env:make_bandit", *TRAIN,
             "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(process_id),
-            "--peer-timeout", "30"]
+            "--peer-timeout", str(peer_timeout)]
     return subprocess.Popen([sys.executable, "-m", "rltui", *args], cwd=cwd,
                             env=cli_env(with_module=with_module),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _two_processes(tmp: Path, *, module_in_process_1: bool) -> list[tuple[int, str]]:
+def _two_processes(tmp: Path, *, module_in_process_1: bool, peer_timeout: int = 30) -> list[tuple[int, str]]:
     with socket.socket() as sock:  # a free port for the coordinator
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    procs = [_start_process(tmp / f"p{i}", i, port, with_module=(i == 0 or module_in_process_1)) for i in range(2)]
+    procs = [_start_process(tmp / f"p{i}", i, port, with_module=(i == 0 or module_in_process_1),
+                            peer_timeout=peer_timeout) for i in range(2)]
     results = []
     try:
         for proc in procs:
@@ -340,7 +341,8 @@ def test_a_custom_env_trains_over_two_processes(tmp_path):
 
 
 def test_a_process_that_cannot_import_the_env_module_says_so_in_one_line(tmp_path):
-    (code0, err0), (code1, err1) = _two_processes(tmp_path, module_in_process_1=False)
+    # A short peer timeout: process 0 waits that long for the peer that never comes.
+    (code0, err0), (code1, err1) = _two_processes(tmp_path, module_in_process_1=False, peer_timeout=5)
     # The process says why in one line before anything is compiled; JAX's distributed runtime
     # then ends both processes (its shutdown waits for a peer that never reaches it).
     assert code1 != 0 and code0 != 0
