@@ -197,11 +197,9 @@ def test_ctrl_c_without_progress_stops_the_run_at_a_chunk_boundary(tmp_path, mon
             os.kill(os.getpid(), signal.SIGINT)  # the main thread waits in rltui.train
 
     monkeypatch.setattr(rltui.api._Records, "on_metrics", interrupt_once)
-    # A budget no loaded machine finishes before the signal is handled: a run that ignored it
-    # would end "finished".
-    result = rltui.train(env=Bandit(), total_timesteps=1 << 22, num_envs=8, num_steps=32, run_dir=tmp_path / "run",
+    result = rltui.train(env=Bandit(), total_timesteps=32768, num_envs=8, num_steps=32, run_dir=tmp_path / "run",
                          progress=False, chunk_seconds=0.05)
-    assert result.state == "stopped" and 0 < result.updates < (1 << 22) // 256
+    assert result.state == "stopped" and 0 < result.updates < 128
     assert (result.run_dir / "checkpoints").is_dir()
 
 
