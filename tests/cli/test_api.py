@@ -182,23 +182,35 @@ def test_the_documented_example_runs(tmp_path):
 
 
 def test_ctrl_c_without_progress_stops_the_run_at_a_chunk_boundary(tmp_path, monkeypatch):
-    import os
     import signal
 
     import rltui
     import rltui.api
+    from rltui.session.controller import TrainingSession
 
     seen = rltui.api._Records.on_metrics
+    stop = TrainingSession.stop
+    stopping = threading.Event()
+
+    def stop_and_say_so(self):
+        stop(self)
+        stopping.set()
 
     def interrupt_once(self, snapshot):
         seen(self, snapshot)
         if len(self.rows) == snapshot.update and not getattr(self, "interrupted", False):
             self.interrupted = True
-            os.kill(os.getpid(), signal.SIGINT)  # the main thread waits in rltui.train
+            # Ctrl+C reaches the main thread, which waits in rltui.train. The session thread
+            # (this one) waits for it to ask for the stop, so a loaded machine cannot let the
+            # run finish first.
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            assert stopping.wait(30), "Ctrl+C did not stop the session"
 
+    monkeypatch.setattr(TrainingSession, "stop", stop_and_say_so)
     monkeypatch.setattr(rltui.api._Records, "on_metrics", interrupt_once)
     result = rltui.train(env=Bandit(), total_timesteps=32768, num_envs=8, num_steps=32, run_dir=tmp_path / "run",
                          progress=False, chunk_seconds=0.05)
+    assert stopping.is_set()
     assert result.state == "stopped" and 0 < result.updates < 128
     assert (result.run_dir / "checkpoints").is_dir()
 
