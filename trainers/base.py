@@ -120,6 +120,9 @@ class OnPolicyTrainer:
     static: StaticConfig
     spec: EnvSpec
     num_devices: int = 1
+    # The network's `policy_out` are action values, acted on greedily or epsilon-greedily,
+    # rather than a policy's logits or mean.
+    acts_by_values = False
 
     @property
     def recurrent(self) -> bool:
@@ -176,6 +179,12 @@ class OnPolicyTrainer:
         params, obs_stats = acting
         return self.policy_step(params, hidden, normalize.normalize_obs(obs_stats, obs))
 
+    def behaviour(self, outputs: networks.PolicyOutputs, state: TrainState, hp: DynamicHParams):
+        """The outputs a rollout samples its actions from: the network's own for a policy;
+        an algorithm that explores otherwise (epsilon-greedy) turns them into that
+        distribution here."""
+        return outputs
+
     def collect(self, state: TrainState, key: jax.Array, hp: DynamicHParams) -> Collected:
         """One rollout of `num_steps` in this device's envs, from `state`; then the
         normalisation statistics are updated and the rewards shaped (see `Collected`)."""
@@ -183,11 +192,14 @@ class OnPolicyTrainer:
                       noise_hold=self.static.noise_hold)
         stats = state.obs_stats
         if not self.recurrent:
-            apply_fn = lambda params, obs: self.apply(params, normalize.normalize_obs(stats, obs))
+            apply_fn = lambda params, obs: self.behaviour(
+                self.apply(params, normalize.normalize_obs(stats, obs)), state, hp)
             run = rollout(state.params, state.env_state, state.obs, key, self._env_ids(), apply_fn=apply_fn, **common)
             collected = Collected(env_state=run.env_state, obs=run.obs, hidden=None, traj=run.traj, step_hidden=None)
         else:
-            step_fn = lambda params, h, obs: self.policy_step(params, h, normalize.normalize_obs(stats, obs))
+            def step_fn(params, h, obs):
+                h, out = self.policy_step(params, h, normalize.normalize_obs(stats, obs))
+                return h, self.behaviour(out, state, hp)
             run = recurrent.recurrent_rollout(
                 state.params, state.env_state, state.obs, state.hidden, key, self._env_ids(),
                 step_fn=step_fn, **common,

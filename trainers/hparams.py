@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from trainers.algorithms import ALGORITHMS, DEFAULT_ALGORITHM
-from trainers.algorithms.algorithm import placed
+from trainers.algorithms.algorithm import placed, shared_by
 from trainers.env_import import is_import_path, is_object_id
 from trainers.envs import SUPPORTED_ENVS
 from trainers.keys import (
@@ -88,6 +88,9 @@ SHARED_KEYS: tuple[Key, ...] = (
         STATIC),
     Key("num_envs", 4, "parallel environments (split evenly across devices)", _COUNT, STATIC),
     Key("num_steps", 128, "steps per environment in each rollout", _COUNT, STATIC),
+    Key("num_minibatches", 4, "minibatches per epoch; must divide num_steps (gru: num_envs per device)", _COUNT,
+        STATIC),
+    Key("update_epochs", 4, "passes over each rollout", _COUNT, STATIC),
     Key("hidden_sizes", (64, 64), "hidden layer widths of the policy and value MLPs", Widths(), STATIC),
     Key("activation", "tanh", "hidden activation: " + ", ".join(ACTIVATIONS), Choice(ACTIVATIONS), STATIC),
     Key("precision", "fp32", "network arithmetic: fp32, or bf16 (bfloat16 matmuls; float32 params, optimizer and "
@@ -130,7 +133,9 @@ SHARED_KEYS: tuple[Key, ...] = (
         "stay unscaled", Number(0, low_open=True, float32=True), TRACED, live=True),
 )
 # Every key the trainer reads.
-TRAINER_KEYS: tuple[Key, ...] = placed(SHARED_KEYS, (key for a in ALGORITHMS.values() for key in a.keys))
+TRAINER_KEYS: tuple[Key, ...] = placed(
+    shared_by(SHARED_KEYS, ALGORITHMS.values(), "unused_keys"), (key for a in ALGORITHMS.values() for key in a.keys)
+)
 _BY_NAME = {key.attr: key for key in TRAINER_KEYS}
 
 # The live-editable hyperparameters each algorithm reads, in display order.

@@ -14,7 +14,7 @@ can share.
 from __future__ import annotations
 
 from trainers.algorithms import ALGORITHMS
-from trainers.algorithms.algorithm import placed
+from trainers.algorithms.algorithm import placed, shared_by
 from trainers.metric import MetricSpec
 
 # The metrics rltui looks up by name (the chart's first, what ranks runs and members, the
@@ -47,7 +47,10 @@ SHARED_METRICS: tuple[MetricSpec, ...] = (
 )
 
 # Every metric, in the order of `UpdateMetrics`, metrics.jsonl, the chart and the sparklines.
-METRICS: tuple[MetricSpec, ...] = placed(SHARED_METRICS, (spec for a in ALGORITHMS.values() for spec in a.metrics))
+METRICS: tuple[MetricSpec, ...] = placed(
+    shared_by(SHARED_METRICS, ALGORITHMS.values(), "unused_metrics"),
+    (spec for a in ALGORITHMS.values() for spec in a.metrics),
+)
 METRIC_SPECS = {spec.name: spec for spec in METRICS}
 METRIC_NAMES = tuple(spec.name for spec in METRICS)
 # The fields of `types.UpdateMetrics`, in order.
@@ -62,6 +65,11 @@ DIVERGENCE_METRICS = tuple(spec.name for spec in METRICS if spec.guards_divergen
 # What can rank agents (population-based training's `pbt_metric`): a goal each agent has a
 # value of, from training or from its evaluation.
 RANKING_METRICS = tuple(spec.name for spec in METRICS if spec.higher_is_better and spec.source != "session")
+
+
+def divergence_metrics(algo: str) -> tuple[str, ...]:
+    """The metrics whose non-finite value means that a run of `algo` has diverged."""
+    return tuple(name for name in DIVERGENCE_METRICS if METRIC_SPECS[name].reported_by(algo))
 
 
 def undefined_metrics(algo: str) -> tuple[str, ...]:

@@ -129,6 +129,51 @@ class ActorCritic(nn.Module):
         return PolicyOutputs(_unrows(policy_out, lead), log_std, _unrows(value, lead))
 
 
+class QNetwork(nn.Module):
+    """Action values Q(s, .) for discrete actions: Dense layers of `hidden_sizes`, each
+    followed by LayerNorm (`norm = "layer_norm"`, as PQN's networks) and the activation,
+    then a linear head with one output per action. With `image_shape` a 3x3 convolution
+    comes first, normalised the same way. Returns `PolicyOutputs` so that acting,
+    evaluation and watching treat it as the other networks: `policy_out` holds the
+    Q-values (their argmax is the greedy action) and `value` their maximum, V(s)."""
+
+    num_actions: int
+    hidden_sizes: Sequence[int] = (128, 128)
+    activation: str = "relu"
+    norm: str = "layer_norm"
+    dtype: Any = None
+    image_shape: tuple[int, ...] | None = None
+
+    def _normalized(self, x: jax.Array) -> jax.Array:
+        # LayerNorm statistics in float32 whatever the matmuls' dtype.
+        return nn.LayerNorm(dtype=jnp.float32)(x) if self.norm == "layer_norm" else x
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> PolicyOutputs:
+        act = _ACTIVATIONS[self.activation]
+        x, lead = _rows(obs)
+        if self.image_shape is not None:
+            image = x.reshape(x.shape[:-1] + tuple(self.image_shape))
+            conv = _dense(ActorCritic.CONV_FEATURES, math.sqrt(2), self.dtype)
+            pixels, _ = _rows(_patches3x3(image))
+            x = act(self._normalized(conv(pixels))).reshape(x.shape[:-1] + (-1,))
+        for size in self.hidden_sizes:
+            x = act(self._normalized(_dense(size, math.sqrt(2), self.dtype)(x)))
+        q = _float32(_dense(self.num_actions, 1.0, self.dtype)(x))
+        return PolicyOutputs(_unrows(q, lead), jnp.zeros(()), _unrows(jnp.max(q, axis=-1), lead))
+
+
+def epsilon_greedy_logits(q: jax.Array, epsilon: jax.Array) -> jax.Array:
+    """Logits of the epsilon-greedy distribution over Q-values `q` (..., actions): the
+    greedy action has probability 1 - epsilon + epsilon / actions, every other action
+    epsilon / actions. Sampling them (`action_from_noise`'s Gumbel-max) is epsilon-greedy
+    exploration, with `epsilon` a traced value."""
+    num_actions = q.shape[-1]
+    greedy = jax.nn.one_hot(jnp.argmax(q, axis=-1), num_actions, dtype=jnp.float32)
+    probs = epsilon / num_actions + (1.0 - epsilon) * greedy
+    return jnp.log(probs)
+
+
 class RecurrentActorCritic(nn.Module):
     """obs -> Dense(hidden_sizes[0]) -> GRU cell of the same width -> separate policy and
     value towers over `hidden_sizes[1:]` -> heads.

@@ -33,6 +33,7 @@ from rltui.config.keys import (
 from rltui.config.sweep import plan_sweep
 from rltui.config.sweep_spec import PERTURBABLE
 from rltui.config.toml_text import show_setting
+from trainers.algorithms import action_problem
 from trainers.env_import import env_id_with_kwargs, is_import_path
 from trainers.envs import MINATAR
 from trainers.hparams import DynamicHParams, StaticConfig, batch_split_problem
@@ -147,6 +148,11 @@ def build_config(
             f"env_kwargs: only an env given by import path or another suite's id takes arguments; "
             f"{config.env} is built in"
         )
+    if not outside:  # a built-in env's action space is known here; another's once built
+        actions = "continuous" if presets.family_of(config.env) == "continuous" else "discrete"
+        problem = action_problem(config.algo, actions, config.env)
+        if problem is not None:
+            raise ConfigError(problem)
     # Such an env is checked by `check_env.preflight` once built.
     if config.network == "cnn" and config.env not in IMAGE_ENVS and not outside:
         raise ConfigError(

@@ -40,9 +40,10 @@ from rltui.session.population import Population
 from rltui.session.population_steering import PopulationSteering
 from rltui.session.progress import TrainingProgress
 from rltui.session.reporter import ListenerFailed, SessionListener, SessionReporter
+from trainers.algorithms import DEFAULT_ALGORITHM
 from trainers.env_import import one_line
 from trainers.hparams import DynamicHParams
-from trainers.metrics_spec import DIVERGENCE_METRICS, EVAL_RETURN, EVAL_RETURN_STD
+from trainers.metrics_spec import EVAL_RETURN, EVAL_RETURN_STD, divergence_metrics
 
 __all__ = ["ListenerFailed", "SessionListener", "TrainingSession"]
 
@@ -71,6 +72,8 @@ class TrainingSession:
         population: Population | None = None,
     ):
         self.backend = backend
+        # The metrics whose non-finite value pauses the run: those its algorithm reports.
+        self._guarded = divergence_metrics(backend.describe().get("algo", DEFAULT_ALGORITHM))
         # Members x seeds agents with hyperparameters of their own (None: one configuration).
         self.population = population
         self.total_updates = total_updates
@@ -321,7 +324,7 @@ class TrainingSession:
         return max(1, min(target, count * 8, self.backend.max_chunk_updates))
 
     def _diverged(self, rows: list[dict[str, float]]) -> bool:
-        return any(not math.isfinite(row.get(name, 0.0)) for row in rows for name in DIVERGENCE_METRICS)
+        return any(not math.isfinite(row.get(name, 0.0)) for row in rows for name in self._guarded)
 
     def _record(
         self, rows: list[dict[str, float]], started: float, seconds: float, evaluation: EvalResult | None = None

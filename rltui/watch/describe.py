@@ -24,8 +24,18 @@ def describe_step(player: Player) -> Text:
     if view is None:
         text.append("(no step yet)\n", style="dim")
         return text
-    text.append(f"reward  {_signed(view.reward)}\nreturn  {ep.ret:.2f}\nV(s)    {_signed(view.value)}\n")
-    if view.probs is not None:
+    q_values = view.q_values
+    text.append(f"reward  {_signed(view.reward)}\nreturn  {ep.ret:.2f}\n"
+                f"{'max Q' if q_values else 'V(s)':<8}{_signed(view.value)}\n")
+    if view.probs is not None and q_values:
+        text.append(f"action  {view.action}   Q(s, a)\n")
+        values = np.asarray(view.probs[:12], float)
+        low, high = float(values.min()), float(values.max())
+        for i, q in enumerate(values):
+            bar = "█" * int(round(20 * (q - low) / (high - low))) if high > low else ""
+            text.append(f"  {i:>2} {_signed(q)} ", style="bold" if i == view.action else "")
+            text.append(bar + "\n", style="cyan" if i == view.action else "dim")
+    elif view.probs is not None:
         text.append(f"action  {view.action}\n")
         for i, p in enumerate(view.probs[:12]):
             bar = "█" * int(round(p * 20))

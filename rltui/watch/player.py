@@ -22,12 +22,13 @@ class StepView(NamedTuple):
     """What the view shows beside the picture, for the step just taken (host values)."""
 
     action: Any  # int (discrete) or array (continuous)
-    probs: np.ndarray | None  # discrete: the policy's action probabilities
+    probs: np.ndarray | None  # discrete: the policy's action probabilities (or, see below, Q-values)
     mean: np.ndarray | None  # continuous: the Gaussian's mean and std
     std: np.ndarray | None
-    value: float  # V(s) of the state the action was chosen in
+    value: float  # V(s) of the state the action was chosen in (max_a Q(s, a) for a Q-learner)
     reward: float
     done: bool
+    q_values: bool = False  # `probs` holds the Q-values of the actions (a value-based algorithm)
 
 
 @dataclasses.dataclass
@@ -122,6 +123,8 @@ class Player:
         self.num_members = trainer.static.num_members
         self.first_seed = config.seed
         self.greedy = greedy
+        # A Q-learner's sampled mode explores epsilon-greedily with its final epsilon.
+        self.explore_epsilon = float(getattr(config, "eps_end", 0.0))
         self.seed = seed
         self.episode_count = 0
         self._acting_all = jax.device_put(acting, self.device)  # once, not with every step
@@ -173,8 +176,12 @@ class Player:
         policy_out, value = out.policy_out[0], out.value[0]
         # log_std is per action, or per row when the std depends on the state.
         log_std = out.log_std if self.spec.discrete else jnp.broadcast_to(out.log_std, out.policy_out.shape)[0]
+        values = self.trainer.acts_by_values
         if greedy:
             action = networks.greedy_action(policy_out, self.spec.discrete)
+        elif values:  # epsilon-greedy at the exploration rate the run ends with
+            logits = networks.epsilon_greedy_logits(policy_out, jnp.float32(self.explore_epsilon))
+            action = networks.sample_action(act_key, logits, log_std, True)
         else:
             action = networks.sample_action(act_key, policy_out, log_std, self.spec.discrete)
         # Without the env's auto-reset: the state after a step that ends the episode is the
@@ -184,7 +191,7 @@ class Player:
         )
         # The step's observation, and the last one where an env resets itself in its own step.
         obs2 = info["final_observation"]
-        probs = jax.nn.softmax(policy_out) if self.spec.discrete else None
+        probs = (policy_out if values else jax.nn.softmax(policy_out)) if self.spec.discrete else None
         std = None if self.spec.discrete else jnp.exp(log_std)
         return (env_state2, obs2, hidden, action, probs, policy_out, std, value, reward,
                 jnp.logical_or(terminated, truncated))
@@ -231,6 +238,7 @@ class Player:
                 mean=None if discrete else np.asarray(mean[i]),
                 std=None if std is None else np.asarray(std[i]),
                 value=float(value[i]), reward=float(reward[i]), done=bool(done[i]),
+                q_values=self.trainer.acts_by_values,
             )
             self._ahead.append(_Ahead(view, at(env_state), np.asarray(obs[i]), at(hidden), np.asarray(key[i])))
             if view.done:

@@ -144,9 +144,9 @@ def test_pbt_keys_default_and_factors():
 
 BAD_SWEEPS = [
     pytest.param(["--sweep", "lrr=[1e-4]"],
-                 "lrr: unknown key in the sweep; did you mean lr? sweepable keys: lr, gamma, gae_lambda, "
-                 "bootstrap_truncated, clip_eps, ent_coef, vf_coef, max_grad_norm, anneal_lr, baseline, "
-                 "normalize_returns, reward_scale",
+                 "lrr: unknown key in the sweep; did you mean lr? sweepable keys: lr, gamma, q_lambda, eps_start, "
+                 "eps_end, eps_decay, gae_lambda, bootstrap_truncated, clip_eps, ent_coef, vf_coef, max_grad_norm, "
+                 "anneal_lr, baseline, normalize_returns, reward_scale",
                  id="unknown-key"),
     pytest.param(["--sweep", "num_envs=[4,8]"],
                  "num_envs: cannot be swept: it changes the compiled program's shapes; launch one run per value",

@@ -68,7 +68,7 @@ class TinyBackend:
         return rows
 
     def describe(self) -> dict:
-        return {"env": "Fake-v0", "algo": "fake", "devices": ["cpu:0"], "device_kind": "fake"}
+        return {"env": "Fake-v0", "algo": "ppo", "devices": ["cpu:0"], "device_kind": "fake"}
 
     def encode_checkpoint(self, metadata: dict) -> bytes:
         from trainers import checkpoint

@@ -137,7 +137,7 @@ class FakeBackend:
         return rows
 
     def describe(self) -> dict:
-        return {"env": "Fake-v0", "algo": "fake", "devices": ["cpu:0"], "device_kind": "fake"}
+        return {"env": "Fake-v0", "algo": "ppo", "devices": ["cpu:0"], "device_kind": "fake"}
 
 
 class Recorder(SessionListener):

@@ -44,7 +44,7 @@ class CountingBackend:
         return rows
 
     def describe(self):
-        return {"algo": "fake", "devices": ["cpu:0"], "device_kind": "cpu", "static": {}}
+        return {"algo": "ppo", "devices": ["cpu:0"], "device_kind": "cpu", "static": {}}
 
     def encode_checkpoint(self, metadata):
         if self.bad_from is not None and self.counter >= self.bad_from:

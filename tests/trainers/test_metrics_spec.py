@@ -38,7 +38,7 @@ class _Backend:
         return [{name: 1.0 for name in metrics_spec.TRAINER_METRICS} for _ in range(num_updates)]
 
     def describe(self):
-        return {"env": "Fake-v0", "algo": "fake", "devices": ["cpu:0"], "device_kind": "fake"}
+        return {"env": "Fake-v0", "algo": "ppo", "devices": ["cpu:0"], "device_kind": "fake"}
 
 
 class _Evaluator:
@@ -98,7 +98,7 @@ def test_the_dashboard_shows_the_metrics_declared_for_it_in_declared_order():
     # What the dashboard has shown all along: every metric on the chart but the episode count.
     assert {name for name, _ in CHART_METRICS} == DECLARED - {"episodes"}
     assert [name for name, _ in SPARKLINE_METRICS] == [
-        "episode_return", "policy_loss", "value_loss", "entropy", "approx_kl", "lr"
+        "episode_return", "td_loss", "q_mean", "epsilon", "policy_loss", "value_loss", "entropy", "approx_kl", "lr"
     ]
 
 
@@ -108,9 +108,11 @@ def test_the_metrics_an_algorithm_never_defines_are_the_declared_ones():
         own = {spec.name for spec in algorithm.metrics}
         assert own <= DECLARED and not own & set(metrics_spec.undefined_metrics(algo))
         others = {spec.name for other in ALGORITHMS.values() if other is not algorithm for spec in other.metrics}
-        assert set(metrics_spec.undefined_metrics(algo)) == others
-    assert metrics_spec.undefined_metrics("reinforce") == ("clip_frac",)
-    assert metrics_spec.undefined_metrics("ppo") == ()
+        assert set(metrics_spec.undefined_metrics(algo)) == others | set(algorithm.unused_metrics)
+    assert metrics_spec.undefined_metrics("reinforce") == ("td_loss", "q_mean", "epsilon", "clip_frac")
+    assert metrics_spec.undefined_metrics("ppo") == ("td_loss", "q_mean", "epsilon")
+    assert set(metrics_spec.undefined_metrics("pqn")) == {"policy_loss", "value_loss", "entropy", "approx_kl",
+                                                          "clip_frac"}
 
 
 def test_one_downsampler_for_chart_and_sparklines():

@@ -18,9 +18,11 @@ SCRIPT = textwrap.dedent(
     from helpers import build, host_metrics
     from trainers.hparams import StaticConfig
 
-    static = StaticConfig(env_id="CartPole-v1", num_envs=4, num_steps=16, num_minibatches=2,
-                          update_epochs=2, hidden_sizes=(16,), max_chunk_updates=8, network=sys.argv[2],
-                          normalize_obs=sys.argv[3] == "normalized", normalize_rewards=sys.argv[3] == "normalized")
+    algo, network, inputs = sys.argv[2:5]
+    static = StaticConfig(env_id="CartPole-v1", algo=algo, num_envs=4, num_steps=16, num_minibatches=2,
+                          update_epochs=2, hidden_sizes=(16,), max_chunk_updates=8, network=network,
+                          normalize_obs=inputs == "normalized", normalize_rewards=inputs == "normalized")
+    loss = "td_loss" if algo == "pqn" else "policy_loss"
     devices = jax.local_devices()
     two, state2, hp = build(static, seed=1, devices=devices[:2])
     one, state1, _ = build(static, seed=1, devices=devices[:1])
@@ -33,8 +35,8 @@ SCRIPT = textwrap.dedent(
         "replicas_identical": all(np.array_equal(x[0], x[1]) for x in p2),
         "max_abs_diff_vs_one_device": max(float(np.max(np.abs(x[0] - y))) for x, y in zip(p2, p1)),
         "param_change": max(float(np.max(np.abs(x[0]))) for x in p2),
-        "loss_two": host_metrics(m2)["policy_loss"].tolist(),
-        "loss_one": host_metrics(m1)["policy_loss"].tolist(),
+        "loss_two": host_metrics(m2)[loss].tolist(),
+        "loss_one": host_metrics(m1)[loss].tolist(),
         # normalisation statistics merged over both devices' envs: equal to one device's
         "stats_max_abs_diff": (
             0.0 if state1.obs_stats is None
@@ -66,7 +68,7 @@ SCRIPT = textwrap.dedent(
         return float(np.max(np.abs(a - b) / np.maximum(1.0, np.abs(b))))
 
     diffs = [relative(a, b) for a, b in zip(jax.tree.leaves(port2), jax.tree.leaves(port1))]
-    out["seeds_metrics_shape"] = list(m2.per_update.policy_loss.shape)
+    out["seeds_metrics_shape"] = list(getattr(m2.per_update, loss).shape)
     params2 = jax.tree.leaves(jax.device_get(state2.params))
     out["seeds_replicas_identical"] = all(np.array_equal(x[0], x[1]) for x in params2)
     out["seeds_max_abs_diff_vs_one_device"] = max(diffs)
@@ -78,19 +80,22 @@ SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("network,inputs", [("mlp", "normalized"), ("gru", "raw")])
-def test_two_devices_keep_identical_params_equal_to_one_device(network, inputs):
+@pytest.mark.parametrize("algo,network,inputs", [("ppo", "mlp", "normalized"), ("ppo", "gru", "raw"),
+                                                 ("pqn", "mlp", "raw")])
+def test_two_devices_keep_identical_params_equal_to_one_device(algo, network, inputs):
     # Two devices and one run different reductions (pmean, merged statistics), so their
     # float32 results agree up to rounding: the bounds are well over an order of magnitude
     # above it and far below what a wrong split of envs or a missed pmean gives (differences
     # of the size of the losses themselves). Replicas of one program are exactly equal.
     # gru: each device carries the hidden states of its own envs, and minibatches of whole
     # env sequences are the same sets of envs on two devices as on one. mlp runs with
-    # observation and reward normalisation: their statistics are merged over devices.
+    # observation and reward normalisation: their statistics are merged over devices. pqn:
+    # the same rollout, its epsilon-greedy actions and minibatch permutation equal on both.
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
     tests_dir = str(Path(__file__).resolve().parents[1])  # tests/: helpers.py
     proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT, tests_dir, network, inputs], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", SCRIPT, tests_dir, algo, network, inputs], env=env, capture_output=True, text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(out for out in proc.stdout.splitlines() if out.startswith("RESULT "))

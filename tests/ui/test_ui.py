@@ -18,7 +18,7 @@ from rltui.session.commands import Rollback
 from rltui.ui.app import DashboardApp
 from rltui.ui.runner import run_dashboard
 from rltui.ui.screens import HelpScreen, HParamEditor, QuitConfirm, StopRunConfirm
-from rltui.ui.widgets import MetricSparkline
+from rltui.ui.widgets import SPARKLINE_METRICS, MetricSparkline
 from rltui.ui.widgets.chart import CHART_METRICS
 
 from fakes import FakeSession, fixed_device_stats
@@ -568,7 +568,7 @@ async def test_elapsed_goes_on_while_paused_and_stops_when_the_run_ends(tmp_path
     await run_scenario(fake, tmp_path, scenario, clock=lambda: now[0])
 
 
-@pytest.mark.parametrize("algo", ["ppo", "reinforce"])
+@pytest.mark.parametrize("algo", ["ppo", "reinforce", "pqn"])
 async def test_chart_passes_over_a_metric_the_algorithm_does_not_define(tmp_path, algo):
     fake = FakeSession()
     # Before any episode ends the return is NaN: still a metric the chart shows. REINFORCE
@@ -583,9 +583,16 @@ async def test_chart_passes_over_a_metric_the_algorithm_does_not_define(tmp_path
             await pilot.press("c")
             seen.append(app.dashboard.chart.metric)
         # Nor, in a run that does not evaluate, over the evaluation's metrics.
-        expected = {name for name, _ in CHART_METRICS} - ({"clip_frac"} if algo == "reinforce" else set()) - {
-            "eval_return", "eval_return_std"}
+        not_its_own = {"reinforce": {"clip_frac"}, "ppo": set(),
+                       "pqn": {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac"}}[algo]
+        expected = {name for name, _ in CHART_METRICS} - not_its_own - {"eval_return", "eval_return_std"}
+        if algo != "pqn":
+            expected -= {"td_loss", "q_mean", "epsilon"}
         assert set(seen) == expected and len(seen) == len(CHART_METRICS)
+        # The sparklines show the algorithm's own metrics only.
+        sparks = {spark.id.removeprefix("spark-") for spark in app.dashboard.query(MetricSparkline)}
+        assert sparks == {name for name, _ in SPARKLINE_METRICS} - not_its_own - (
+            set() if algo == "pqn" else {"td_loss", "q_mean", "epsilon"})
 
     await run_scenario(fake, tmp_path, scenario, config=RunConfig(algo=algo))
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainers.algorithms import ppo, reinforce
+from trainers.algorithms import ppo, pqn, reinforce
 from trainers.algorithms.algorithm import Algorithm
 
 # The first is the default of the `algo` key.
-ALGORITHMS: dict[str, Algorithm] = {algorithm.name: algorithm for algorithm in (ppo.ALGORITHM, reinforce.ALGORITHM)}
+ALGORITHMS: dict[str, Algorithm] = {
+    algorithm.name: algorithm for algorithm in (ppo.ALGORITHM, reinforce.ALGORITHM, pqn.ALGORITHM)
+}
 DEFAULT_ALGORITHM = next(iter(ALGORITHMS))
 
 
@@ -21,6 +23,16 @@ def algorithm(name: str) -> Algorithm:
         return ALGORITHMS[name]
     except KeyError:
         raise ValueError(f"algo: expected one of {', '.join(ALGORITHMS)}, got {name!r}") from None
+
+
+def action_problem(name: str, actions: str, env: str) -> str | None:
+    """Why `name` cannot train on `env`, whose actions are `actions` ("discrete" or
+    "continuous"), naming the algorithms that can; None where it can."""
+    if algorithm(name).takes(actions):
+        return None
+    takes = " and ".join(algorithm(name).actions)
+    others = " and ".join(other for other, a in ALGORITHMS.items() if a.takes(actions))
+    return f"algo: {name} takes {takes} actions; {env} has {actions} ones ({others} take them)"
 
 
 def make_trainer(static: Any, num_devices: int = 1) -> Any:

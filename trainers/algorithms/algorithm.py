@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from trainers.keys import Key
+from trainers.keys import ACTION_KINDS, Key
 from trainers.metric import MetricSpec
 
 # How a batch fails to split into an algorithm's minibatches: (key, reason), or None.
@@ -35,9 +35,11 @@ def any_batch(config: Any, num_devices: int) -> BatchProblem:
 @dataclasses.dataclass(frozen=True, eq=False)
 class Algorithm:
     """One algorithm. `keys`: the keys only it reads, and `metrics`: the metrics only it
-    reports (each marked as its own here: `Key.algos`, `MetricSpec.algos`). `defaults`: its
-    built-in values for shared keys (trainer or run keys), below an environment's preset, a
-    file and `--set`. `minibatches(config)`: the gradient steps one epoch splits a rollout's
+    reports (each marked as its own here: `Key.algos`, `MetricSpec.algos`). `unused_keys` and
+    `unused_metrics`: the shared keys it does not read and the shared metrics it has no such
+    quantity for (NaN in every update). `actions`: the action spaces it trains on.
+    `defaults`: its built-in values for shared keys (trainer or run keys), below an
+    environment's preset, a file and `--set`. `minibatches(config)`: the gradient steps one epoch splits a rollout's
     batch into (the rows of one step are the batch over this). `batch_problem(config,
     num_devices)`: how a batch fails its minibatch rule, checked with the split over
     devices (`trainers.hparams.batch_split_problem`). `config` is a `StaticConfig` or a run
@@ -48,6 +50,9 @@ class Algorithm:
     keys: tuple[Key, ...] = ()
     defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     metrics: tuple[MetricSpec, ...] = ()
+    unused_keys: tuple[str, ...] = ()
+    unused_metrics: tuple[str, ...] = ()
+    actions: tuple[str, ...] = ACTION_KINDS
     minibatches: Callable[[Any], int] = whole_batch
     batch_problem: Callable[[Any, int], BatchProblem] = any_batch
 
@@ -56,6 +61,9 @@ class Algorithm:
         object.__setattr__(self, "keys", tuple(dataclasses.replace(key, algos=own) for key in self.keys))
         object.__setattr__(self, "metrics", tuple(dataclasses.replace(spec, algos=own) for spec in self.metrics))
         object.__setattr__(self, "defaults", MappingProxyType(dict(self.defaults)))
+
+    def takes(self, actions: str) -> bool:
+        return actions in self.actions
 
     @property
     def trainer_module(self) -> str:
@@ -69,6 +77,22 @@ class Algorithm:
 
 
 Declared = TypeVar("Declared", Key, MetricSpec)
+
+
+def shared_by(shared: Iterable[Declared], algorithms: Iterable[Algorithm], unused: str) -> tuple[Declared, ...]:
+    """`shared` with `algos` filled in where some algorithm does not use one (`unused` names
+    the field listing those: `unused_keys` or `unused_metrics`): the algorithms that do."""
+    algorithms = tuple(algorithms)
+    names = {item.name for item in shared}
+    for algorithm in algorithms:
+        for name in getattr(algorithm, unused):
+            if name not in names:
+                raise ValueError(f"{algorithm.name}: {unused} names {name!r}, which is not a shared declaration")
+    table = []
+    for item in shared:
+        users = tuple(a.name for a in algorithms if item.name not in getattr(a, unused))
+        table.append(item if len(users) == len(algorithms) else dataclasses.replace(item, algos=users))
+    return tuple(table)
 
 
 def placed(shared: Iterable[Declared], additions: Iterable[Declared]) -> tuple[Declared, ...]:

@@ -121,7 +121,7 @@ class DashboardScreen(Screen):
         with Container(id="body"):
             # First: in the grid's order it takes the top row.
             yield Leaderboard(id="leaderboard", evaluating=self.config.eval_every_updates > 0)
-            yield MetricsPanel(id="metrics", evaluating=self.config.eval_every_updates > 0)
+            yield MetricsPanel(id="metrics", evaluating=self.config.eval_every_updates > 0, algo=self.config.algo)
             # Left out: what the algorithm does not define, and the evaluation's metrics
             # of a run that does not evaluate (they would draw an empty chart).
             never = () if self.config.eval_every_updates > 0 else EVALUATION_METRICS

@@ -84,13 +84,15 @@ class MetricSparkline(Widget):
 
 
 class MetricsPanel(Vertical):
-    """A sparkline for each metric declared for them, fed from each snapshot's curves."""
+    """A sparkline for each metric declared for them that the run's algorithm reports (all
+    of them where it is not known), fed from each snapshot's curves."""
 
-    def __init__(self, *, evaluating: bool = False, **kwargs):
+    def __init__(self, *, evaluating: bool = False, algo: str | None = None, **kwargs):
         super().__init__(**kwargs)
         # A run that evaluates (eval_every_updates) shows its evaluation return too.
         extra = (metrics_spec.METRIC_SPECS[metrics_spec.EVAL_RETURN],) if evaluating else ()
-        self.specs = (*metrics_spec.SPARKLINE_METRICS, *extra)
+        own = [spec for spec in metrics_spec.SPARKLINE_METRICS if algo is None or spec.reported_by(algo)]
+        self.specs = (*own, *extra)
 
     def compose(self) -> ComposeResult:
         for spec in self.specs:

@@ -7,10 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from trainers.algorithms.algorithm import Algorithm, BatchProblem
-from trainers.keys import INT32_MAX, STATIC, TRACED, IntRange, Key, Number, Switch
+from trainers.keys import TRACED, Key, Number, Switch
 from trainers.metric import MetricSpec
-
-_COUNT = IntRange(1, INT32_MAX)
 
 
 def minibatches(config: Any) -> int:
@@ -36,9 +34,6 @@ ALGORITHM = Algorithm(
     name="ppo",
     package=__name__,
     keys=(
-        Key("num_minibatches", 4, "minibatches per epoch; must divide num_steps (gru: num_envs per device)", _COUNT,
-            STATIC, after="num_steps"),
-        Key("update_epochs", 4, "passes over each rollout", _COUNT, STATIC, after="num_minibatches"),
         Key("gae_lambda", 0.95, "GAE lambda", Number(0, 1, float32=True), TRACED, live=True, after="gamma"),
         Key("bootstrap_truncated", True, "where a time limit cuts an episode, bootstrap from the value of its last "
             "observation; off: treat the cut as the episode's end (for envs whose time limit is part of the task "
