@@ -11,6 +11,11 @@ from pathlib import Path
 
 # Tests run on the CPU with one host device unless a test starts its own subprocess.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# The suite checks what programs compute, not how fast they run, and compiling is most of
+# its time: XLA's lowest backend optimisation level compiles about twice as fast and runs
+# the same programs (the graph passes are unchanged; only LLVM's code generation does less).
+# Subprocesses inherit it; a user's own flags are left out, as CI has none.
+os.environ["XLA_FLAGS"] = "--xla_backend_optimization_level=0"
 
 _TESTS = Path(__file__).resolve().parent
 for _folder in ("trainers", "config", "session", "control", "ui", "cli"):

@@ -181,38 +181,51 @@ def test_the_documented_example_runs(tmp_path):
     assert (tmp_path / "runs" / "bandit" / "config.toml").exists()
 
 
-def test_ctrl_c_without_progress_stops_the_run_at_a_chunk_boundary(tmp_path, monkeypatch):
+CTRL_C_CHILD = """
+import sys, threading
+import rltui, rltui.api
+from rltui.session.controller import TrainingSession
+
+seen, stop, stopping = rltui.api._Records.on_metrics, TrainingSession.stop, threading.Event()
+
+def stop_and_say_so(self):
+    stop(self)
+    stopping.set()
+
+def announce_once(self, snapshot):
+    seen(self, snapshot)
+    if not getattr(self, "announced", False):
+        self.announced = True
+        print("training", flush=True)
+        # Held until the Ctrl+C is handled, so that a loaded machine cannot finish the run first.
+        stopping.wait(60)
+
+TrainingSession.stop, rltui.api._Records.on_metrics = stop_and_say_so, announce_once
+result = rltui.train(env="CartPole-v1", total_timesteps=65536, num_envs=8, num_steps=32, num_minibatches=2,
+                     update_epochs=1, hidden_sizes=[16], run_dir=sys.argv[1], progress=False, chunk_seconds=0.05)
+print(result.state, result.updates, flush=True)
+"""
+
+
+def test_ctrl_c_without_progress_stops_the_run_at_a_chunk_boundary(tmp_path):
+    """A process of its own, as a user's: Ctrl+C is a SIGINT to the process, which its main
+    thread, waiting in rltui.train, turns into a stop at the next chunk boundary."""
     import signal
 
-    import rltui
-    import rltui.api
-    from rltui.session.controller import TrainingSession
-
-    seen = rltui.api._Records.on_metrics
-    stop = TrainingSession.stop
-    stopping = threading.Event()
-
-    def stop_and_say_so(self):
-        stop(self)
-        stopping.set()
-
-    def interrupt_once(self, snapshot):
-        seen(self, snapshot)
-        if len(self.rows) == snapshot.update and not getattr(self, "interrupted", False):
-            self.interrupted = True
-            # Ctrl+C reaches the main thread, which waits in rltui.train. The session thread
-            # (this one) waits for it to ask for the stop, so a loaded machine cannot let the
-            # run finish first.
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-            assert stopping.wait(30), "Ctrl+C did not stop the session"
-
-    monkeypatch.setattr(TrainingSession, "stop", stop_and_say_so)
-    monkeypatch.setattr(rltui.api._Records, "on_metrics", interrupt_once)
-    result = rltui.train(env=Bandit(), total_timesteps=32768, num_envs=8, num_steps=32, run_dir=tmp_path / "run",
-                         progress=False, chunk_seconds=0.05)
-    assert stopping.is_set()
-    assert result.state == "stopped" and 0 < result.updates < 128
-    assert (result.run_dir / "checkpoints").is_dir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO))
+    child = subprocess.Popen([sys.executable, "-c", CTRL_C_CHILD, str(tmp_path / "run")], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout.readline().strip() == "training", child.stderr.read()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == 0, err
+    state, updates = out.split()
+    assert state == "stopped" and 0 < int(updates) < 256
+    assert (tmp_path / "run" / "checkpoints").is_dir()
 
 
 def updates_in(run_dir: Path) -> list[int]:

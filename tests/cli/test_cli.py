@@ -33,7 +33,7 @@ def cli_env(cache: Path | None = None, **extra: str) -> dict[str, str]:
     """The environment of an `rltui` subprocess; its JAX compilation cache is the session's
     (tests/conftest.py) unless `cache` names another."""
     env = dict(os.environ)
-    for name in ("XLA_FLAGS", "COLUMNS", "LINES", "FORCE_COLOR", "TTY_INTERACTIVE", "TTY_COMPATIBLE", "JAX_ENABLE_X64"):
+    for name in ("COLUMNS", "LINES", "FORCE_COLOR", "TTY_INTERACTIVE", "TTY_COMPATIBLE", "JAX_ENABLE_X64"):
         env.pop(name, None)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     env["JAX_PLATFORMS"] = "cpu"

@@ -91,7 +91,8 @@ def test_two_devices_keep_identical_params_equal_to_one_device(algo, network, in
     # env sequences are the same sets of envs on two devices as on one. mlp runs with
     # observation and reward normalisation: their statistics are merged over devices. pqn:
     # the same rollout, its epsilon-greedy actions and minibatch permutation equal on both.
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+    env = {**os.environ, "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2".strip()}
     tests_dir = str(Path(__file__).resolve().parents[1])  # tests/: helpers.py
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT, tests_dir, algo, network, inputs], env=env, capture_output=True, text=True,

@@ -465,9 +465,8 @@ async def test_quit_asks_while_training_and_stops_cleanly_mid_chunk(tmp_path):
         fake.release_chunk()  # the chunk ends, the session stops, the app exits
         await until(pilot, lambda: app.return_code == 0)
 
-    started = time.monotonic()
+    # The app exits as the chunk ends (`until` above bounds it), not after some timeout of its own.
     await run_scenario(fake, tmp_path, scenario)
-    assert time.monotonic() - started < 5
     assert fake.join(TIMEOUT) and fake.state is SessionState.FINISHED
 
 
