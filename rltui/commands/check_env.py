@@ -9,7 +9,7 @@ import dataclasses
 import math
 from typing import Any, NamedTuple
 
-from trainers.algorithms import DEFAULT_ALGORITHM
+from trainers.algorithms import DEFAULT_ALGORITHM, action_problem
 
 CHECK_ENVS = 4
 
@@ -154,6 +154,9 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = DEFAULT_ALGORITHM)
 
     def action_check():
         space = raw.action_space(params)
+        problem = action_problem(algo, "discrete" if spec.discrete else "continuous", env_id)
+        if problem is not None:
+            raise CheckFailed(problem.removeprefix("algo: "))
         if spec.discrete:
             return f"Discrete({spec.num_actions}): actions 0..{spec.num_actions - 1}"
         if not (np.all(np.isfinite(spec.action_low)) and np.all(np.isfinite(spec.action_high))):

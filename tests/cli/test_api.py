@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from test_custom_env import LEARNED, Bandit
 
@@ -179,6 +180,18 @@ def test_the_documented_example_runs(tmp_path):
     assert (state, updates) == ("finished", "64")
     assert float(latest) >= LEARNED
     assert (tmp_path / "runs" / "bandit" / "config.toml").exists()
+
+
+def test_pqn_trains_from_python_on_an_env_object(tmp_path):
+    import rltui
+
+    result = rltui.train(env=Bandit(), algo="pqn", total_timesteps=4096, num_envs=8, num_steps=32,
+                         num_minibatches=4, hidden_sizes=[16], run_dir=tmp_path / "run", progress=False)
+    assert (result.state, result.updates, result.config.algo) == ("finished", 16, "pqn")
+    last = result.metrics[-1]
+    assert all(np.isfinite(last[name]) for name in ("td_loss", "q_mean", "epsilon", "grad_norm"))
+    assert last["policy_loss"] is None and last["clip_frac"] is None  # not PQN's quantities
+    assert any(name.startswith("LayerNorm") for name in result.params["params"])  # the Q-network's own
 
 
 CTRL_C_CHILD = """

@@ -106,6 +106,21 @@ def test_a_builtin_env_passes(capsys):
     assert set(rows(out).values()) == {"pass"}
 
 
+def test_a_custom_env_passes_with_pqn_whose_update_runs(capsys):
+    code, out, _ = check_env(["test_custom_env:make_bandit", "--env-kwargs", "{arms = 3}", "--algo", "pqn"], capsys)
+    assert code == 0, out
+    assert set(rows(out).values()) == {"pass"}
+    assert "one pqn update ran" in out
+
+
+def test_continuous_actions_fail_the_action_check_for_pqn_in_one_line(capsys):
+    code, out, err = check_env(["Pendulum-v1", "--algo", "pqn"], capsys)
+    assert code == 2
+    assert rows(out)["action space supported"] == "fail"
+    assert err.strip().endswith("pqn takes discrete actions; Pendulum-v1 has continuous ones (ppo and reinforce "
+                                "take them)"), err
+
+
 def test_untraceable_step_fails_with_the_likely_cause_and_exits_2(env_modules, capsys):
     code, out, err = check_env(["bad_envs:PythonIf"], capsys)
     assert code == 2
