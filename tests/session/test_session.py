@@ -67,7 +67,9 @@ class FakeBackend:
         bad_metric: str = "policy_loss",
         bad_value: float = math.nan,
         gated: bool = False,
+        algo: str = "ppo",
     ):
+        self.algo = algo
         self.max_chunk_updates = max_chunk_updates
         self.sleep_per_update = sleep_per_update
         self.clock = clock
@@ -137,7 +139,7 @@ class FakeBackend:
         return rows
 
     def describe(self) -> dict:
-        return {"env": "Fake-v0", "algo": "ppo", "devices": ["cpu:0"], "device_kind": "fake"}
+        return {"env": "Fake-v0", "algo": self.algo, "devices": ["cpu:0"], "device_kind": "fake"}
 
 
 class Recorder(SessionListener):
@@ -541,6 +543,23 @@ def test_exception_in_build_gives_error_state():
     assert rec.states[-1][1] == session.error
     assert len(rec.kinds("error")) == 1 and rec.kinds("compiled") == []
     assert backend.chunks == [] and session.updates_done == 0
+
+
+def test_a_q_learner_pauses_on_its_own_losses_and_not_on_a_policys_it_has_none_of(cleanup):
+    # PQN reports no policy loss (NaN in every update); a NaN TD loss is its divergence.
+    clock = FakeClock()
+    backend = FakeBackend(clock=clock, bad_at=2, bad_metric="policy_loss", algo="pqn")
+    session, rec = make_session(backend, total_updates=3, clock=clock)
+    cleanup((session, backend))
+    session.start()
+    finish(session, backend)
+    assert session.state is S.FINISHED and not rec.kinds("nonfinite")
+
+    backend = FakeBackend(clock=clock, bad_at=2, bad_metric="td_loss", algo="pqn")
+    session, rec = make_session(backend, total_updates=3, clock=clock)
+    cleanup((session, backend))
+    session.start()
+    assert rec.wait_event("nonfinite").update == 2
 
 
 @pytest.mark.parametrize(
