@@ -188,3 +188,26 @@ def test_cartpole_returns_rise_fivefold_within_82k_steps():
     returns = train_returns(LEARN, 40, 7, DynamicHParams.create(anneal_updates=244, **LEARN_HP))
     assert np.nanmean(returns[:3]) < 40
     assert np.nanmean(returns[-10:]) >= 110
+
+
+# --- a population ---------------------------------------------------------------------------
+def test_a_population_sweeping_epsilon_explores_at_each_members_own_rate():
+    """Two members with their own eps_start and lr, two seeds each, in one program: each
+    member's epsilon and learning rate are its own, and member 0 trains as a single run
+    with its values would (the same program's arithmetic, within rounding)."""
+    from test_population import per_agent
+
+    base = hparams(eps_decay=1.0)
+    population = StaticConfig(**{**TINY, "num_members": 2, "num_seeds": 2})
+    parallel, state, hp = build(population, seed=5, hp=per_agent(base, 2, eps_start=[1.0, 0.3], lr=[1e-3, 1e-4]))
+    state, metrics = parallel.run_chunk(state, hp, 3)
+    eps = np.asarray(metrics.per_update.epsilon)[:, :3]  # (agents, updates)
+    np.testing.assert_allclose(eps[0], [1.0 + (0.2 - 1.0) * i / 100 for i in range(3)], rtol=1e-5)
+    np.testing.assert_allclose(eps[2], [0.3 + (0.2 - 0.3) * i / 100 for i in range(3)], rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(metrics.per_update.lr)[:, 0], [1e-3, 1e-3, 1e-4, 1e-4], rtol=1e-6)
+
+    single, single_state, single_hp = build(StaticConfig(**TINY), seed=5,
+                                            hp=base._replace(eps_start=np.float32(1.0), lr=np.float32(1e-3)))
+    single_state, one = single.run_chunk(single_state, single_hp, 3)
+    np.testing.assert_allclose(np.asarray(metrics.per_update.td_loss)[0, :3], host_metrics(one)["td_loss"],
+                               rtol=1e-4, atol=1e-6)
