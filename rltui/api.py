@@ -260,13 +260,20 @@ def train(
     return _result(config, directory, session, records)
 
 
+_INTERRUPT_POLL_SECONDS = 0.2
+
+
 def _join_through_interrupts(session) -> None:
     """Waits for the session to end. Ctrl+C, however often, stops it at the next chunk
-    boundary, as the progress bar does: the run's files close only after its last event."""
+    boundary, as the progress bar does: the run's files close only after its last event.
+
+    The wait has a timeout, in a loop: the kernel may hand a process's SIGINT to any of its
+    threads (the session's, XLA's), and Python then only notes it, for the main thread to
+    act on; a wait without a timeout would not wake up for it until the run ended."""
     while True:
         try:
-            session.join()
-            return
+            if session.join(_INTERRUPT_POLL_SECONDS):
+                return
         except KeyboardInterrupt:
             session.stop()
 

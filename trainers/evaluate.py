@@ -28,7 +28,8 @@ class _Episodes(NamedTuple):
     finished: jax.Array  # whether each env's episode has ended
 
 
-def _eval_step(carry: _Episodes, key, *, params, spec: EnvSpec, step_fn: StepFn, greedy: bool):
+def _eval_step(carry: _Episodes, key, *, params, spec: EnvSpec, step_fn: StepFn, greedy: bool,
+               epsilon: float | None):
     act_key, step_key = jax.random.split(key)
     obs = carry.obs
     # Per env: params shared, each env's hidden state its own. Each env runs one episode
@@ -39,6 +40,8 @@ def _eval_step(carry: _Episodes, key, *, params, spec: EnvSpec, step_fn: StepFn,
     if greedy:
         action = networks.greedy_action(policy_out, spec.discrete)
     else:
+        if epsilon is not None:  # action values: sampled is epsilon-greedy
+            policy_out = networks.epsilon_greedy_logits(policy_out, jnp.float32(epsilon))
         keys = jax.random.split(act_key, obs.shape[0])
         action = jax.vmap(networks.sample_action, in_axes=(0, 0, 0, None))(keys, policy_out, log_std, spec.discrete)
     step = jax.vmap(spec.env.step, in_axes=(0, 0, 0, None))
@@ -51,14 +54,17 @@ def _eval_step(carry: _Episodes, key, *, params, spec: EnvSpec, step_fn: StepFn,
 
 
 def evaluate(
-    params, key, *, spec: EnvSpec, step_fn: StepFn, initial_hidden: Any, episodes: int, greedy: bool = True
+    params, key, *, spec: EnvSpec, step_fn: StepFn, initial_hidden: Any, episodes: int, greedy: bool = True,
+    epsilon: float | None = None,
 ) -> jax.Array:
     """Returns of `episodes` episodes (one per env), each run to termination or the env's
-    time limit. `initial_hidden`: (episodes, H) zeros for a recurrent policy, else None."""
+    time limit. `initial_hidden`: (episodes, H) zeros for a recurrent policy, else None.
+    `epsilon`: for a network whose outputs are action values, sampled actions are
+    epsilon-greedy at this rate (None: sampled from the policy's distribution)."""
     reset_key, run_key = jax.random.split(key)
     obs, env_state = jax.vmap(spec.env.reset, in_axes=(0, None))(jax.random.split(reset_key, episodes), spec.params)
     max_steps = episode_limit(spec.params)
     init = _Episodes(env_state, obs, initial_hidden, jnp.zeros(episodes), jnp.zeros(episodes, bool))
-    step = functools.partial(_eval_step, params=params, spec=spec, step_fn=step_fn, greedy=greedy)
+    step = functools.partial(_eval_step, params=params, spec=spec, step_fn=step_fn, greedy=greedy, epsilon=epsilon)
     final, _ = jax.lax.scan(step, init, jax.random.split(run_key, max_steps))
     return final.returns

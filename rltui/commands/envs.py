@@ -1,11 +1,14 @@
-"""`rltui envs`: the supported environments, their spaces and families, where their settings
-come from and what those reached here; and the optional suites, installed or not."""
+"""`rltui envs`: the supported environments, their spaces and families, which algorithms have
+settings for them, where the default algorithm's come from and what those reached here; and
+the optional suites, installed or not."""
 
 from __future__ import annotations
 
 import argparse
 
 from rltui.errors import ExitCode
+
+TUNED_FOR = "tuned for"  # the column of the algorithms whose presets give the env settings
 
 
 def add_parser(sub) -> None:
@@ -16,12 +19,16 @@ def add_parser(sub) -> None:
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
-    """`rltui envs`: every env id with its spaces, family and settings, then the optional suites."""
+    """`rltui envs`: every env id with its spaces, family, the algorithms with settings for it
+    and the default algorithm's settings, then the optional suites."""
     from rltui.config import presets
     from trainers.algorithms import DEFAULT_ALGORITHM
     from trainers.envs import SUPPORTED_ENVS, make_env
 
-    print(f"{'env':<26} {'observation':<14} {'actions':<32} {'family':<11} settings ({DEFAULT_ALGORITHM})")
+    tuned = {env_id: ", ".join(algorithms_with_settings(env_id)) or "-" for env_id in SUPPORTED_ENVS}
+    tuned_width = max(len(TUNED_FOR), *map(len, tuned.values()))
+    print(f"{'env':<26} {'observation':<14} {'actions':<32} {'family':<11} {TUNED_FOR:<{tuned_width}} "
+          f"settings ({DEFAULT_ALGORITHM})")
     for env_id in SUPPORTED_ENVS:
         spec = make_env(env_id)
         shape = "x".join(str(d) for d in spec.obs_shape)
@@ -33,9 +40,20 @@ def cmd_envs(args: argparse.Namespace) -> int:
         family = presets.family_of(env_id)
         summary = _preset_summary(presets.has_preset(DEFAULT_ALGORITHM, env_id),
                                   presets.result(DEFAULT_ALGORITHM, env_id), family)
-        print(f"{env_id:<26} {shape:<14} {actions:<32} {family or '-':<11} {summary}")
+        print(f"{env_id:<26} {shape:<14} {actions:<32} {family or '-':<11} {tuned[env_id]:<{tuned_width}} {summary}")
     _print_suites()
     return ExitCode.OK
+
+
+def algorithms_with_settings(env: str) -> list[str]:
+    """The algorithms whose presets give `env` settings: a preset of its own, or a family
+    table for its family (an empty one too: it says the algorithm's defaults are that
+    family's settings)."""
+    from rltui.config import presets
+    from trainers.algorithms import ALGORITHMS
+
+    family = presets.family_of(env)
+    return [algo for algo in ALGORITHMS if presets.has_preset(algo, env) or family in presets.families(algo)]
 
 
 def _print_suites() -> None:

@@ -272,12 +272,15 @@ def cmd_eval(args) -> int:
     trainer = parallel.trainer
     static = trainer.static
 
+    # A Q-learner's sampled actions explore at the rate its run ends with.
+    exploration = config.eps_end if trainer.acts_by_values else None
+
     def compile_for(episodes: int):
         """The evaluation of `episodes` at once, compiled from shapes: nothing allocated."""
         def run(acting, key):  # the policy acts on raw observations, normalised by the checkpoint's statistics
             return evaluate(acting, key, spec=trainer.spec, step_fn=trainer.act_step,
                             initial_hidden=trainer.initial_hidden(episodes), episodes=episodes,
-                            greedy=not args.sample)
+                            greedy=not args.sample, epsilon=exploration)
 
         if static.num_agents > 1:  # every agent of a many-seeds run or a population, on the same episodes
             run = jax.vmap(run, in_axes=(0, None))
@@ -326,7 +329,8 @@ def add_parser(sub) -> None:
     )
     evaluate.add_argument("path", metavar="PATH", help="checkpoint file, or run directory (its latest checkpoint)")
     evaluate.add_argument("--episodes", type=int, default=32, help="number of episodes (default 32)")
-    evaluate.add_argument("--sample", action="store_true", help="sample actions from the policy (default: greedy)")
+    evaluate.add_argument("--sample", action="store_true",
+                          help="sample actions from the policy, epsilon-greedy at eps_end for pqn (default: greedy)")
     evaluate.add_argument("--seed", type=int, default=0, help="seed for the evaluation episodes (default 0)")
 
     evaluate.set_defaults(run=cmd_eval)

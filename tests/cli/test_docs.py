@@ -83,18 +83,26 @@ def test_relative_links_resolve():
     assert not broken
 
 
-def test_presets_results_table_matches_the_presets_records():
-    # `rltui envs` reads presets.toml; the presets page's table must say the same.
+# The section of the presets page that holds each algorithm's results table.
+RESULTS_SECTIONS = {"ppo": "## Results", "pqn": "## PQN"}
+
+
+def test_presets_results_tables_match_the_presets_records():
+    # `rltui envs` reads presets.toml; each algorithm's table on the presets page must say the same.
     from rltui.config import presets
+    from trainers.envs import SUPPORTED_ENVS
+
     page = read(DOCS / "presets.md")
-    rows = {cells[1].strip(): cells for cells in (line.split("|") for line in page.splitlines())
-            if len(cells) > 8 and cells[1].strip() in presets.presets("ppo")}
-    for env in presets.presets("ppo"):
-        result = presets.result("ppo", env)
-        if result is not None:
+    for algo, heading in RESULTS_SECTIONS.items():
+        section = page.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+        measured = [env for env in SUPPORTED_ENVS if presets.result(algo, env) is not None]
+        rows = {cells[1].strip(): cells for cells in (line.split("|") for line in section.splitlines())
+                if len(cells) > 8 and cells[1].strip() in measured}
+        for env in measured:
+            result = presets.result(algo, env)
             steps, wall, mean, worst = (cells.strip() for cells in rows[env][3:7])
             assert (steps, wall, float(mean), float(worst)) == (
-                f"{result.steps / 1e6:.1f}M", f"{result.wall_seconds:g} s", result.mean, result.min), env
+                f"{result.steps / 1e6:.1f}M", f"{result.wall_seconds:g} s", result.mean, result.min), (algo, env)
 
 
 def test_each_algorithms_section_names_its_live_keys_and_its_defaults():

@@ -2,6 +2,8 @@
 schedule, one update against a hand computation, live edits without recompiling, the
 refusals, and that it learns CartPole."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -211,3 +213,18 @@ def test_a_population_sweeping_epsilon_explores_at_each_members_own_rate():
     single_state, one = single.run_chunk(single_state, single_hp, 3)
     np.testing.assert_allclose(np.asarray(metrics.per_update.td_loss)[0, :3], host_metrics(one)["td_loss"],
                                rtol=1e-4, atol=1e-6)
+
+
+def test_sampled_evaluation_is_epsilon_greedy():
+    """`rltui eval --sample` of a Q-learner: epsilon 1 acts uniformly at random (CartPole's
+    random return is about 22), epsilon 0 as the greedy policy does."""
+    from trainers.evaluate import evaluate
+
+    trainer = make_trainer(StaticConfig(**TINY))
+    params = trainer.network.init(jax.random.PRNGKey(0), jnp.zeros((1, trainer.spec.obs_size)))
+    run = functools.partial(evaluate, (params, None), jax.random.PRNGKey(1), spec=trainer.spec,
+                            step_fn=trainer.act_step, initial_hidden=None, episodes=64)
+    greedy = np.asarray(run(greedy=True))
+    np.testing.assert_array_equal(np.asarray(run(greedy=False, epsilon=0.0)), greedy)
+    random = np.asarray(run(greedy=False, epsilon=1.0))
+    assert 15 < random.mean() < 32 and not np.array_equal(random, greedy)
