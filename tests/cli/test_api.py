@@ -197,8 +197,9 @@ def test_pqn_trains_from_python_on_an_env_object(tmp_path):
 CTRL_C_CHILD = """
 import signal, sys, threading
 # A shell starts a program with Ctrl+C's default action; a child of a test worker may inherit
-# SIGINT ignored, which Python then keeps.
+# SIGINT ignored or blocked, which Python then keeps.
 signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 import rltui, rltui.api
 from rltui.session.controller import TrainingSession
 
