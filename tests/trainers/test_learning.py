@@ -18,12 +18,16 @@ def train(static: StaticConfig, total_steps: int, seed: int, **hparams) -> np.nd
     return train_returns(static, updates, seed, DynamicHParams.create(anneal_updates=updates, **hparams))
 
 
-def test_cartpole_reaches_400_within_300k_steps():
-    # Defaults (4 envs x 128 steps, 4 epochs x 4 minibatches). Measured here on seeds 0-3:
-    # mean return of the last 10 updates 487-500 at 300k steps.
+def test_cartpole_return_rises_past_200_within_300k_steps():
+    # Defaults (4 envs x 128 steps, 4 epochs x 4 minibatches), seed 0. Mean return of the
+    # last 10 updates at 300k steps, seeds 0-5, measured here: 500, 490, 500, 500, 500, 500
+    # with XLA's default optimisation; 272, 483, 275, 475, 500, 475 as the suite compiles
+    # (tests/conftest.py), whose rounding differs as another CPU's may. Where a run ends
+    # between those depends on rounding, so the bound sits below both; a broken update stays
+    # near random (about 22).
     returns = train(StaticConfig(env_id="CartPole-v1", max_chunk_updates=256), 300_000, seed=0)
     assert np.nanmean(returns[:10]) < 60  # starts near random
-    assert np.nanmean(returns[-10:]) >= 400
+    assert np.nanmean(returns[-10:]) >= 200
 
 
 def test_cartpole_learns_with_bf16_matmuls():
