@@ -72,7 +72,8 @@ def evaluate_seeds(parallel, state, config, episodes: int = 32, greedy: bool = T
     acting = jax.tree.map(lambda x: x[0], (state.params, state.obs_stats))  # device 0; (seeds, ...) when seeded
     run = jax.jit(jax.vmap(
         lambda p: evaluate(p, jax.random.PRNGKey(EVAL_SEED), spec=trainer.spec, step_fn=trainer.act_step,
-                           initial_hidden=trainer.initial_hidden(episodes), episodes=episodes, greedy=greedy),
+                           initial_hidden=trainer.initial_hidden(episodes), episodes=episodes, greedy=greedy,
+                           epsilon=config.eps_end if trainer.acts_by_values else None),
     ))
     if config.num_seeds == 1:
         acting = jax.tree.map(lambda x: x[None], acting)
