@@ -89,6 +89,15 @@ class GradientStep(NamedTuple):
     grad_norm: jax.Array  # of the device-averaged gradient, before clipping
 
 
+class Epochs(NamedTuple):
+    """An update's epochs of gradient steps (`OnPolicyTrainer.train_epochs`)."""
+
+    params: Any
+    opt_state: Any
+    info: Any  # each step's diagnostics, leaves (epoch, minibatch)
+    lr: jax.Array  # the learning rate they trained at
+
+
 def check_devices(static: StaticConfig, num_devices: int) -> None:
     problem = batch_split_problem(static, num_devices)
     if problem is not None:
@@ -316,6 +325,26 @@ class OnPolicyTrainer:
         grad_norm = jnp.sqrt(jnp.sum(jnp.square(flat_grads)))  # = optax.global_norm(grads)
         updates, opt_state = self.optimizer.update(unravel(flat_grads), opt_state, params)
         return GradientStep(optax.apply_updates(params, updates), opt_state, aux, grad_norm)
+
+    def time_step_minibatches(self, batch, key: jax.Array):
+        """`batch` (leaves (time, env, ...)) as `num_minibatches` sets of time steps across all
+        envs, leaves (minibatch, time', env, ...). The permutation key is the same on every
+        device, so minibatch m on N devices is exactly minibatch m on one device."""
+        num_steps, num_mb = self.static.num_steps, self.static.num_minibatches
+        perm = jax.random.permutation(key, num_steps)
+        return jax.tree.map(
+            lambda x: jnp.take(x, perm, axis=0).reshape((num_mb, num_steps // num_mb) + x.shape[1:]), batch
+        )
+
+    def train_epochs(self, state: TrainState, hp: DynamicHParams, epoch, key: jax.Array) -> Epochs:
+        """`update_epochs` passes of `epoch(carry, key) -> (carry, info)` over the carry
+        (params, opt_state), from `state`'s, at the annealed learning rate of this update."""
+        lr = annealed_lr(hp, state.update_idx)
+        opt_state = set_injected(state.opt_state, learning_rate=lr, max_grad_norm=hp.max_grad_norm)
+        (params, opt_state), info = jax.lax.scan(
+            epoch, (state.params, opt_state), jax.random.split(key, self.static.update_epochs)
+        )
+        return Epochs(params, opt_state, info, lr)
 
     def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
         raise NotImplementedError

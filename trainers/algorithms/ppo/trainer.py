@@ -24,10 +24,8 @@ from trainers.base import (
     AXIS,
     OnPolicyTrainer,
     actor_critic_loss,
-    annealed_lr,
     check_devices,
     episode_stats,
-    set_injected,
     standardize,
 )
 from trainers.envs import make_env
@@ -107,14 +105,7 @@ class PPO(OnPolicyTrainer):
         step = functools.partial(self._minibatch_step, hp=hp)
         if self.recurrent:
             return jax.lax.scan(step, carry, self._env_minibatches(batch, key))
-        # Minibatches are sets of time steps across all envs. The permutation key is the same
-        # on every device, so minibatch m on N devices is exactly minibatch m on one device.
-        num_steps, num_mb = self.static.num_steps, self.static.num_minibatches
-        perm = jax.random.permutation(key, num_steps)
-        shuffled = jax.tree.map(
-            lambda x: jnp.take(x, perm, axis=0).reshape((num_mb, num_steps // num_mb) + x.shape[1:]), batch
-        )
-        return jax.lax.scan(step, carry, shuffled)
+        return jax.lax.scan(step, carry, self.time_step_minibatches(batch, key))
 
     def _env_minibatches(self, batch: Batch, key: jax.Array) -> Batch:
         """Recurrent: minibatches of whole env sequences (a GRU cannot be replayed from a
@@ -136,11 +127,8 @@ class PPO(OnPolicyTrainer):
         if self.recurrent:
             batch = batch.replace(done=jnp.logical_or(traj.terminated, traj.truncated), start_hidden=state.hidden)
 
-        lr = annealed_lr(hp, state.update_idx)
-        opt_state = set_injected(state.opt_state, learning_rate=lr, max_grad_norm=hp.max_grad_norm)
-        epoch = functools.partial(self._epoch, batch=batch, hp=hp)
-        epoch_keys = jax.random.split(epoch_key, self.static.update_epochs)
-        (params, opt_state), info = jax.lax.scan(epoch, (state.params, opt_state), epoch_keys)
+        epochs = self.train_epochs(state, hp, functools.partial(self._epoch, batch=batch, hp=hp), epoch_key)
+        info = epochs.info
 
         episodes = episode_stats(traj)
         metrics = self.report(
@@ -153,9 +141,9 @@ class PPO(OnPolicyTrainer):
             approx_kl=jnp.mean(info.approx_kl),
             clip_frac=jnp.mean(info.clip_frac),
             grad_norm=jnp.mean(info.grad_norm),
-            lr=lr,
+            lr=epochs.lr,
         )
-        return self.next_state(state, collected, params, opt_state, key), metrics
+        return self.next_state(state, collected, epochs.params, epochs.opt_state, key), metrics
 
 
 def make_trainer(static: StaticConfig, num_devices: int = 1) -> PPO:

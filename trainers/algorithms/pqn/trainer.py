@@ -30,7 +30,7 @@ from flax import struct
 from trainers import networks
 from trainers.algorithms import action_problem
 from trainers.algorithms.pqn import losses
-from trainers.base import OnPolicyTrainer, annealed_lr, check_devices, episode_stats, set_injected
+from trainers.base import OnPolicyTrainer, check_devices, episode_stats
 from trainers.envs import make_env
 from trainers.hparams import DynamicHParams, StaticConfig
 from trainers.types import TrainState, UpdateMetrics
@@ -101,12 +101,7 @@ class PQN(OnPolicyTrainer):
         return (step.params, step.opt_state), step.aux.replace(grad_norm=step.grad_norm)
 
     def _epoch(self, carry, key, *, batch: QBatch):
-        num_steps, num_mb = self.static.num_steps, self.static.num_minibatches
-        perm = jax.random.permutation(key, num_steps)  # the same key on every device
-        shuffled = jax.tree.map(
-            lambda x: jnp.take(x, perm, axis=0).reshape((num_mb, num_steps // num_mb) + x.shape[1:]), batch
-        )
-        return jax.lax.scan(self._minibatch_step, carry, shuffled)
+        return jax.lax.scan(self._minibatch_step, carry, self.time_step_minibatches(batch, key))
 
     def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
         key, rollout_key, epoch_key = jax.random.split(state.key, 3)
@@ -120,11 +115,8 @@ class PQN(OnPolicyTrainer):
                                          hp.gamma, hp.q_lambda)
         batch = QBatch(traj.obs, traj.action, target)
 
-        lr = annealed_lr(hp, state.update_idx)
-        opt_state = set_injected(state.opt_state, learning_rate=lr, max_grad_norm=hp.max_grad_norm)
-        epoch = functools.partial(self._epoch, batch=batch)
-        epoch_keys = jax.random.split(epoch_key, self.static.update_epochs)
-        (params, opt_state), info = jax.lax.scan(epoch, (state.params, opt_state), epoch_keys)
+        epochs = self.train_epochs(state, hp, functools.partial(self._epoch, batch=batch), epoch_key)
+        info = epochs.info
 
         episodes = episode_stats(traj)
         metrics = self.report(
@@ -135,9 +127,9 @@ class PQN(OnPolicyTrainer):
             q_mean=jnp.mean(info.q_mean),
             epsilon=epsilon,
             grad_norm=jnp.mean(info.grad_norm),
-            lr=lr,
+            lr=epochs.lr,
         )
-        return self.next_state(state, collected, params, opt_state, key), metrics
+        return self.next_state(state, collected, epochs.params, epochs.opt_state, key), metrics
 
 
 def make_trainer(static: StaticConfig, num_devices: int = 1) -> PQN:
