@@ -31,8 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from throughput import MIN_UPDATES, cpu_seconds, run_session  # noqa: E402
+from throughput import MIN_UPDATES, cpu_seconds, run_session, timed_runs  # noqa: E402
 
 TABLE_ENVS = [4, 16, 64, 256, 1024]
 # Greedy test episodes on each side of the time to solve: purejaxql's TEST_NUM_ENVS.
@@ -119,12 +117,7 @@ def measure_one(args) -> None:
             jax.block_until_ready(train(jax.random.PRNGKey(0)))
             return time.perf_counter() - wall, cpu_seconds() - cpu
 
-    for _ in range(args.warmup):
-        run()
-    measured = [run() for _ in range(args.repeats)]
-    result["sps"] = statistics.median(steps / wall for wall, _ in measured)
-    result["cpu_per_million"] = statistics.median(cpu for _, cpu in measured) / steps * 1e6
-    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result.update(timed_runs(run, steps, args.warmup, args.repeats))
     if args.measure == "session":
         result["compile_seconds"] = backend.build_seconds[0]
     print("RESULT " + json.dumps(result), flush=True)

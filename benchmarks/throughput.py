@@ -47,6 +47,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -306,6 +307,20 @@ def run_session(session, cpu_clock) -> tuple[float, float]:
     return wall1 - wall0, cpu1 - cpu0
 
 
+def timed_runs(run, steps: int, warmup: int, repeats: int) -> dict[str, float]:
+    """`run() -> (wall seconds, CPU seconds)` of `steps` env steps, after `warmup` untimed
+    rounds: the median env steps per second and CPU seconds per million steps of `repeats`
+    rounds, and the process's peak memory."""
+    for _ in range(warmup):
+        run()
+    measured = [run() for _ in range(repeats)]
+    return {
+        "sps": statistics.median(steps / wall for wall, _ in measured),
+        "cpu_per_million": statistics.median(cpu for _, cpu in measured) / steps * 1e6,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
 def cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -313,7 +328,6 @@ def cpu_seconds() -> float:
 
 def measure_one(args) -> None:
     """One side of the table at one env count, in this process; prints a RESULT line."""
-    import statistics
 
     from rltui.config.build import RunConfig
     from rltui.infra import runtime
@@ -366,12 +380,7 @@ def measure_one(args) -> None:
             jax.block_until_ready(train(jax.random.PRNGKey(0)))
             return time.perf_counter() - wall, cpu_seconds() - cpu
 
-    for _ in range(args.warmup):
-        run()
-    measured = [run() for _ in range(args.repeats)]
-    result["sps"] = statistics.median(steps / wall for wall, _ in measured)
-    result["cpu_per_million"] = statistics.median(cpu for _, cpu in measured) / steps * 1e6
-    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result.update(timed_runs(run, steps, args.warmup, args.repeats))
     if args.measure == "session":
         result["compile_seconds"] = backend.build_seconds[0]
     result["updates"] = updates
