@@ -220,7 +220,7 @@ class ControlServer(SessionListener):
                 # item posted in between keeps its byte, so the next select returns for it.
                 if any(key.data == _WAKE for key, _ in ready):
                     self._clear_wake()
-                self._drain_inbox()  # before accepting, so a new client is greeted with the latest
+                self._drain_inbox()
                 for key, mask in ready:
                     self._ready(key, mask)
                 for client in list(self._clients.lines_waiting):
@@ -347,6 +347,10 @@ class ControlServer(SessionListener):
         except OSError:
             conn.close()
             return False
+        # What the session posted before this client connected belongs in its greeting,
+        # also when it connected while this turn was accepting others; drained before it
+        # joins the clients, or it would get those messages ahead of its hello.
+        self._drain_inbox()
         client = self._clients.add(conn)
         self._guarded(client, self._feed.greet)
         return True

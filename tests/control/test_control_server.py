@@ -59,6 +59,27 @@ def test_hello_then_the_history_once_then_only_new_records(tmp_path):
         client.close()
 
 
+def test_what_the_run_posts_while_the_server_accepts_a_client_is_in_that_clients_greeting(tmp_path, monkeypatch):
+    # The session posts between the server's select and its accept (the server thread
+    # preempted mid-turn): the client still gets it as its history, after its hello.
+    from rltui.control import server as server_module
+    with served(tmp_path) as (fake, server):
+        real_hung_up, posted = server_module.hung_up, []
+
+        def posting_meanwhile(conn):
+            if not posted:
+                posted.append(fake.advance(5))
+            return real_hung_up(conn)
+
+        monkeypatch.setattr(server_module, "hung_up", posting_meanwhile)
+        client = LineClient(server.path)
+        assert client.recv()["type"] == "hello"
+        assert client.recv()["type"] == "history"
+        history = client.recv()
+        assert history["type"] == "snapshot" and [r["update"] for r in history["records"]] == [1, 2, 3, 4, 5]
+        client.close()
+
+
 def test_after_a_rollback_a_new_client_gets_the_history_the_run_goes_on_from(tmp_path):
     with served(tmp_path) as (fake, server):
         fake.on_thread(fake.advance, 10)
