@@ -260,6 +260,29 @@ def train(
     return _result(config, directory, session, records)
 
 
+def export_policy(source: str | Path, path: str | Path, *, agent: int | None = None) -> Path:
+    """Write the policy of `source` (a run directory, meaning its latest checkpoint, or a
+    checkpoint file) to `path`, which must not exist yet, as `rltui export SOURCE --policy
+    PATH` does: `rltui.load_policy(path)` reads it back, in any process. In the process that
+    trained on an env object, that object's run exports too. `agent`: with several seeds or a
+    population, whose policy (member-major). ApiError, before anything is written, for
+    anything that cannot be exported."""
+    from rltui.runfiles.policy_export import policy_from_checkpoint
+
+    path = Path(path)
+    if path.exists():
+        raise ApiError(f"path: {path} already exists; give another file, or remove it first")
+    try:
+        exported = policy_from_checkpoint(Path(source), agent)
+    except UsageError as err:
+        raise ApiError(_api_words(str(err)).replace("--agent", "agent")) from None
+    try:
+        path.write_bytes(exported.data)
+    except OSError as err:
+        raise ApiError(f"path: cannot write {path}: {err.strerror or err}") from None
+    return path
+
+
 _INTERRUPT_POLL_SECONDS = 0.2
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -61,8 +60,8 @@ def too_large_message(size: int) -> str:
             "holds; lower sweep_size, num_seeds, num_envs or hidden_sizes")
 
 
-# Fields identical on every device (stored once); every other field has an env axis.
-_REPLICATED = ("params", "opt_state", "key", "update_idx", "obs_stats", "return_stats")
+# Stored once, identical on every device: these fields, and scalar leaves (replay counters).
+_REPLICATED = ("params", "opt_state", "key", "update_idx", "obs_stats", "return_stats", "target_params")
 
 
 def _is_seeded(update_idx) -> bool:
@@ -85,7 +84,7 @@ def to_portable(state: TrainState) -> TrainState:
         return x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:])
 
     first = lambda x: np.asarray(x)[0]
-    return _map_fields(host, replicated=first, per_env=merge_envs)
+    return _map_fields(host, replicated=first, per_env=merge_envs, lead=2 if seeded else 1)
 
 
 def from_portable(portable: TrainState, num_devices: int) -> TrainState:
@@ -100,13 +99,13 @@ def from_portable(portable: TrainState, num_devices: int) -> TrainState:
         return x.reshape((num_devices, x.shape[0] // num_devices) + x.shape[1:])
 
     replicate = lambda x: np.stack([np.asarray(x)] * num_devices)
-    return _map_fields(portable, replicated=replicate, per_env=split_envs)
+    return _map_fields(portable, replicated=replicate, per_env=split_envs, lead=1 if seeded else 0)
 
 
-def _map_fields(state: TrainState, *, replicated, per_env) -> TrainState:
-    fields = {}
+def _map_fields(state: TrainState, *, replicated, per_env, lead: int) -> TrainState:
+    fields = {}  # `lead`: the leading axes (device, seed) before a leaf's own
     for name in state.__dataclass_fields__:
-        fn = replicated if name in _REPLICATED else per_env
+        fn = lambda x, once=name in _REPLICATED: replicated(x) if once or np.ndim(x) == lead else per_env(x)
         fields[name] = jax.tree.map(fn, getattr(state, name))
     return TrainState(**fields)
 
@@ -254,14 +253,6 @@ def read_metadata(data: bytes) -> dict[str, Any]:
     return _parse_metadata(_unpack(data)["metadata"])
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 # The metadata fields rltui reads, each with the test its value passes and what that means.
 # A field may be absent (callers fall back to a default); one that is present has its type,
 # so every reader can use it without checking again.
@@ -269,19 +260,19 @@ METADATA_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "trainer": (lambda v: isinstance(v, str), "text"),
     "config": (lambda v: isinstance(v, dict), "a table of configuration keys"),
     "static": (lambda v: isinstance(v, dict), "a table"),
-    "hparams": (lambda v: isinstance(v, dict) and all(map(_is_number, v.values())),
+    "hparams": (lambda v: isinstance(v, dict) and all(map(json_text.is_number, v.values())),
                 "a table of hyperparameter numbers"),
-    "update": (_is_count, "an integer >= 0"),
-    "env_steps": (_is_count, "an integer >= 0"),
-    "elapsed": (lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0"),
+    "update": (json_text.is_count, "an integer >= 0"),
+    "env_steps": (json_text.is_count, "an integer >= 0"),
+    "elapsed": (lambda v: json_text.is_number(v) and v >= 0, "a number of seconds >= 0"),
     "edits": (lambda v: isinstance(v, list) and all(
-        isinstance(e, dict) and _is_count(e.get("update")) and isinstance(e.get("changes"), dict) for e in v),
+        isinstance(e, dict) and json_text.is_count(e.get("update")) and isinstance(e.get("changes"), dict) for e in v),
         "a list of tables, each with its update and changes"),
     "reason": (lambda v: isinstance(v, str), "text"),
     "created": (lambda v: isinstance(v, str), "text"),
     "versions": (lambda v: isinstance(v, dict), "a table"),
     "device_kind": (lambda v: isinstance(v, str), "text"),
-    "device_count": (_is_count, "an integer >= 0"),
+    "device_count": (json_text.is_count, "an integer >= 0"),
     "actions": (lambda v: v in ACTION_KINDS, " or ".join(ACTION_KINDS)),
     "preset": (lambda v: isinstance(v, dict) and isinstance(v.get("settings"), dict), "a table with settings"),
 }
@@ -309,10 +300,13 @@ def decode(data: bytes, template: TrainState) -> tuple[TrainState, dict[str, Any
     metadata = verify(data)
     try:
         state_dict = serialization.msgpack_restore(outer["state"])
-        # Written before recurrent networks or normalisation existed: those fields are off.
+        # Written before recurrent networks or normalisation existed: those fields are off. A
+        # replay buffer left out (`replay_in_checkpoint`): the template's, kept as it is.
         if isinstance(state_dict, dict):
-            for field in ("hidden", "obs_stats", "return_stats", "discounted_return"):
+            for field in ("hidden", "obs_stats", "return_stats", "discounted_return", "target_params", "replay"):
                 state_dict.setdefault(field, None)
+        kept_replay = {"replay": template.replay} if state_dict["replay"] is None and template.replay else {}
+        template = template.replace(**dict.fromkeys(kept_replay))
         as_leaves = {}
         if isinstance(state_dict, dict):
             for name in template.__dataclass_fields__:
@@ -332,7 +326,7 @@ def decode(data: bytes, template: TrainState) -> tuple[TrainState, dict[str, Any
     _check_shapes(template, restored)
     if not is_finite(restored):
         raise CheckpointError(NON_FINITE_MESSAGE)
-    return restored, metadata
+    return restored.replace(**kept_replay), metadata
 
 
 NON_FINITE_MESSAGE = (
@@ -344,6 +338,15 @@ def params_are_finite(data: bytes) -> bool:
     """True when every float in the checkpoint's params and optimizer state is finite; reads
     the arrays without a template (any trainer). Raises CheckpointError if unreadable, or
     if it holds no parameters (nothing there to evaluate, resume or call finite)."""
+    state = stored_state(data)
+    if not _holds_arrays(state.get("params")):
+        raise CheckpointError("checkpoint is damaged: it holds no policy parameters")
+    return all(_finite_leaves(state.get(name)) for name in ("params", "opt_state"))
+
+
+def stored_state(data: bytes) -> dict[str, Any]:
+    """The state's fields as stored (flax state dicts of NumPy arrays), read without a
+    template, any trainer. Raises CheckpointError."""
     outer = _unpack(data)
     try:
         state = serialization.msgpack_restore(outer["state"])
@@ -351,9 +354,7 @@ def params_are_finite(data: bytes) -> bool:
         raise CheckpointError("not a readable checkpoint: its state is damaged") from None
     if not isinstance(state, dict):
         raise CheckpointError("not a readable checkpoint: its state is not a table of arrays")
-    if not _holds_arrays(state.get("params")):
-        raise CheckpointError("checkpoint is damaged: it holds no policy parameters")
-    return all(_finite_leaves(state.get(name)) for name in ("params", "opt_state"))
+    return state
 
 
 def _holds_arrays(node: Any) -> bool:

@@ -65,16 +65,21 @@ def env_id_with_kwargs(path: str, kwargs: Mapping[str, Any] | None) -> str:
     return f"{path} {json.dumps(dict(kwargs), sort_keys=True, separators=(',', ':'))}"
 
 
-# Env objects the Python API was given, by the id it assigned them. Per process: a run
-# made this way can only be resumed by a script that hands the same env over again
-# (`rltui.train(env=..., resume=...)`, which records the id this process gives it).
+# Env objects the Python API was given, by the id it assigned them. An object that its
+# class's import path rebuilds (`importable_path`) has that path as its id, which any
+# process can build; any other's id is `object:...`, per process: a run made that way can
+# only be resumed by a script that hands the same env over again (`rltui.train(env=...,
+# resume=...)`, which records the id this process gives it).
 _OBJECTS: dict[str, EnvSource] = {}
 _LOCK = threading.Lock()
+NOT_IMPORTABLE_HINT = ("to make it so, define its class in a module that imports (not the script run as __main__), "
+                       "building it with no arguments, or train with env='my_pkg.envs:make_env'")
 
 
 def register_env(env: Any, params: Any = None) -> str:
-    """Make `env` (or an `(env, params)` pair) available to the trainers under an id of
-    its own (`object:ClassName`, `object:ClassName#2`, ...); the same object gets the same id."""
+    """Make `env` (or an `(env, params)` pair) available to the trainers under an id: its
+    class's import path (`my_pkg.envs:Bandit`) where that rebuilds it, else an id of its own
+    (`object:ClassName`, `object:ClassName#2`, ...); the same object gets the same id."""
     if params is None and isinstance(env, tuple) and len(env) == 2:
         env, params = env
     with _LOCK:
@@ -82,13 +87,55 @@ def register_env(env: Any, params: Any = None) -> str:
             if source.env is env and source.params is params:
                 return key
         base = f"{OBJECT_PREFIX}{type(env).__name__}"
+        check_interface(env, base, params_given=params is not None)
+        path = importable_path(env, params)
+        if path is not None:
+            _OBJECTS.setdefault(path, EnvSource(env, params if params is not None else env.default_params, path))
+            return path
         key, n = base, 1
         while key in _OBJECTS:
             n += 1
             key = f"{base}#{n}"
-        check_interface(env, key, params_given=params is not None)
         _OBJECTS[key] = EnvSource(env, params if params is not None else env.default_params, key)
     return key
+
+
+def importable_path(env: Any, params: Any = None) -> str | None:
+    """`module:Class` of `env`'s class where another process rebuilds `env` from it: the class
+    is its module's (not `__main__`'s, not a function's own), and calling it with no
+    arguments makes an env with the same attributes and, where `params` are given, the
+    same default_params. None otherwise."""
+    cls = type(env)
+    path = f"{cls.__module__}:{cls.__qualname__}"
+    if cls.__module__ == "__main__" or not IMPORT_PATH.match(path):
+        return None
+    found: Any = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        found = getattr(found, part, None)
+    if found is not cls:
+        return None
+    try:
+        with refusing_exit(f"{cls.__qualname__}()"):
+            rebuilt = cls()
+        same = _same_value(vars(rebuilt), vars(env)) and (
+            params is None or _same_value(params, rebuilt.default_params))
+    except Exception:  # noqa: BLE001 - the class may raise anything: the object keeps an id of its own
+        return None
+    return path if same else None
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """True when `a` and `b` are equal: dicts key by key, arrays element by element, anything
+    else by `==` giving True. Never imports JAX (configured later, in `rltui.train`)."""
+    import numpy as np
+
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
+    if hasattr(a, "__array__") or hasattr(b, "__array__"):
+        a, b = np.asarray(a), np.asarray(b)
+        return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
+    equal = a == b
+    return isinstance(equal, (bool, np.bool_)) and bool(equal)
 
 
 def announce_import(module: str) -> None:
@@ -182,16 +229,19 @@ def _import_env_module(module_name: str) -> Any:
 @functools.cache
 def load(env_id: str) -> EnvSource:
     """The env an import-path id (with its JSON kwargs) or an API object id names. Cached:
-    the same id gives the same object, so the trainers' compiled programs are reused."""
+    the same id gives the same object, so the trainers' compiled programs are reused. An
+    object handed over in this process is used as it is, whichever its id."""
+    with _LOCK:
+        handed = _OBJECTS.get(env_id)
+    if handed is not None:
+        return handed
     if is_object_id(env_id):
-        try:
-            return _OBJECTS[env_id]
-        except KeyError:
-            raise EnvImportError(
-                f"env: {env_id} was an env object handed to rltui.train in another Python process, and only "
-                "that process can build it: a run on it cannot be evaluated or watched from elsewhere, and "
-                "resumes from Python only, given the env again: rltui.train(env=<your env>, resume=RUN_DIR)"
-            ) from None
+        raise EnvImportError(
+            f"env: {env_id} was an env object handed to rltui.train in another Python process, and only "
+            "that process can build it: a run on it cannot be evaluated or watched from elsewhere, and "
+            "resumes from Python only, given the env again: rltui.train(env=<your env>, resume=RUN_DIR); "
+            + NOT_IMPORTABLE_HINT
+        )
     from trainers import suites
 
     if suites.suite_of(env_id) is not None:

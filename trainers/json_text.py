@@ -10,6 +10,7 @@ third a `ValueError`, like any other unreadable text."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -78,3 +79,13 @@ def _printable(value: Any) -> Any:
         for key in keys:
             node[key] = fix(node[key])
     return root
+
+
+def is_count(value: Any) -> bool:
+    """An integer >= 0 as JSON text reads (a boolean is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def is_number(value: Any) -> bool:
+    """A finite number as JSON text reads (a boolean is not one)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

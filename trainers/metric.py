@@ -11,6 +11,11 @@ import dataclasses
 import math
 from typing import Literal
 
+# The sections a metric's series sit in, in TensorBoard and W&B (`<group>/<name>`): what the
+# agent achieved while training, the optimisation's losses and diagnostics, the greedy
+# evaluation's, and the values a schedule sets (the annealed learning rate, epsilon).
+MetricGroup = Literal["train", "loss", "eval", "schedule"]
+
 
 @dataclasses.dataclass(frozen=True)
 class MetricSpec:
@@ -44,6 +49,12 @@ class MetricSpec:
     sparkline: bool = False
     chart: bool = True
     headless: bool = False
+    group: MetricGroup = "train"
+
+    @property
+    def tag(self) -> str:
+        """Its series' name in TensorBoard and W&B: `<group>/<name>`."""
+        return f"{self.group}/{self.name}"
 
     def format(self, value: float | None) -> str:
         """One value as a line of text shows it; — when there is none."""

@@ -158,8 +158,9 @@ class DataParallel:
         return jax.tree.map(lambda x: x[0], tree)
 
 
-# Fields a clone copies: what the agent learned. Env state, key and counter stay the target's.
-_LEARNED = ("params", "opt_state", "obs_stats", "return_stats")
+# Fields a clone copies: what the agent learned. Env state, key, counter and replay buffer
+# stay the target's.
+_LEARNED = ("params", "opt_state", "obs_stats", "return_stats", "target_params")
 
 
 def _all_finite(tree) -> jax.Array:

@@ -46,6 +46,11 @@ class TrainState:
     # and each env's discounted return so far (env,). None when off.
     return_stats: Any = None
     discounted_return: Any = None
+    # Off-policy algorithms (`trainers.replay`): the target network's parameters (the same on
+    # every device) and this device's replay buffer with its counters (`replay.ReplayState`).
+    # None for the on-policy ones.
+    target_params: Any = None
+    replay: Any = None
 
 
 def _update_metrics_type() -> type:

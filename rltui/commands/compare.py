@@ -1,8 +1,10 @@
 """`rltui compare RUN_DIR...`: runs side by side, headless. A table of each run's final
 return (the mean of its last 10) and best, the env steps it took to reach `--threshold`,
 its wall time and how its configuration differs from the first run's; `--group-by KEY`
-aggregates runs sharing a value of KEY (seeds, say) into a mean or interquartile mean
-with a bootstrap confidence interval; `--plot` draws the curves in the terminal.
+aggregates runs sharing a value of KEY (seeds, say) into a mean (with a Student's t
+interval) or interquartile mean (with a bootstrap interval, called a range where it spans
+the runs' minimum to maximum), each saying over how many runs; `--plot` draws the curves in
+the terminal.
 
 A run's figures (`rltui.runfiles.comparison`) and the statistics (`rltui.runfiles.statistics`)
 are plain Python and NumPy on lists read by `rltui.runfiles.reader.read_run`, so the runs
@@ -30,7 +32,7 @@ from rltui.runfiles.comparison import (
     summarize,
 )
 from rltui.runfiles.reader import RunData, open_run
-from rltui.runfiles.statistics import STATISTICS, band, bootstrap, ema
+from rltui.runfiles.statistics import STATISTICS, Interval, band, ema, interval, interval_kind
 from trainers.metrics_spec import EPISODE_RETURN
 
 FINAL = f"mean of last {FINAL_WINDOW}"  # what the table's final column says it is
@@ -74,17 +76,26 @@ def summary_table(summaries: Sequence[RunSummary], metric: str, threshold: float
     return render_table(header, rows, numeric)
 
 
+def interval_text(found: Interval) -> str:
+    """An interval as the group table shows it: its bounds, what kind it is and over how
+    many runs ("[12.1, 24.9] 95% t, n=2"; "range" where that is all a bootstrap can say)."""
+    if found.kind == "none":
+        return f"- n={found.n}"
+    if found.kind == "range":
+        return f"[{_num(found.low)}, {_num(found.high)}] range, n={found.n}"
+    return f"[{_num(found.low)}, {_num(found.high)}] 95% {found.kind}, n={found.n}"
+
+
 def group_table(runs: Sequence[RunData], key: str, metric: str, statistic: str) -> str:
     groups = group_by(runs, key, lambda run: grouped_value(run, key, metric))
-    header = ["group", "runs", f"{FINAL} {metric} ({statistic})", "95% CI", f"best {metric} ({statistic})"]
+    header = ["group", "runs", f"{FINAL} {metric} ({statistic})", "interval", f"best {metric} ({statistic})"]
     rows = []
     for value, members in groups.items():
         finals = [s for s in (summarize(r, metric, None, r.config).final for r in members) if math.isfinite(s)]
         bests = [s for s in (summarize(r, metric, None, r.config).best for r in members) if math.isfinite(s)]
-        final = bootstrap(finals, STATISTICS[statistic])
-        best = bootstrap(bests, STATISTICS[statistic])
+        final = interval(finals, statistic)
         rows.append([f"{key}={show_value(value)}", str(len(members)), _num(final.center),
-                     f"[{_num(final.low)}, {_num(final.high)}]", _num(best.center)])
+                     interval_text(final), _num(STATISTICS[statistic](bests))])
     return render_table(header, rows, {1, 2, 4})
 
 
@@ -100,6 +111,8 @@ def wants_colour(stream) -> bool:
 # Plain text has no colours to tell curves apart: each curve draws with its own character,
 # which the legend shows beside its name.
 PLAIN_MARKERS = "*o+x#@%="
+# Plain text draws a group's band edges at every this many of its points (of `band`'s 100).
+PLAIN_BAND_EVERY = 8
 
 
 def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | None = None,
@@ -131,8 +144,16 @@ def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | No
             if len(center[0]):
                 label = f"{group}={show_value(value)} ({len(members)})"
                 plt.plot(*center, label=label, marker=marker(index))
-                plt.plot(*_plottable(b.steps, b.low), marker="dot" if colour else ".")
-                plt.plot(*_plottable(b.steps, b.high), marker="dot" if colour else ".")
+                # In colour the band's edges are dotted lines in the group's colour; in
+                # plain text every point of them would swamp the curves: a few marks show
+                # where each edge runs.
+                if colour:
+                    plt.plot(*_plottable(b.steps, b.low), marker="dot")
+                    plt.plot(*_plottable(b.steps, b.high), marker="dot")
+                else:
+                    sparse = slice(0, None, PLAIN_BAND_EVERY)
+                    plt.scatter(*_plottable(b.steps[sparse], b.low[sparse]), marker=".")
+                    plt.scatter(*_plottable(b.steps[sparse], b.high[sparse]), marker=".")
                 xs += [center[0][0], center[0][-1]]
     else:
         for index, run in enumerate(runs):
@@ -145,7 +166,10 @@ def plot(runs: Sequence[RunData], metric: str, smooth: float, *, width: int | No
     if xs:
         columns = width or shutil.get_terminal_size().columns
         plt.xticks(*count_ticks(min(xs), max(xs), max(2, columns // 12)))
-    plt.title(f"{metric}{f' (EMA {smooth:g})' if smooth else ''}")
+    title = f"{metric}{f' (EMA {smooth:g})' if smooth else ''}"
+    if group:
+        title += f": {statistic} per group, 95% {interval_kind(statistic)} band {'dotted' if colour else '(.)'}"
+    plt.title(title)
     plt.xlabel("env steps")
     text = plt.build()
     return text if colour else plt.uncolorize(text)

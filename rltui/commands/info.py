@@ -232,6 +232,7 @@ def cmd_eval(args) -> int:
     from rltui.config.build import build_config
     from rltui.config.keys import ConfigError, check_integer, int_range
     from trainers import checkpoint
+    from trainers.algorithms import algorithm
     from trainers.checkpoint import CheckpointError
     from trainers.keys import INT32_MAX, IntRange
 
@@ -272,8 +273,8 @@ def cmd_eval(args) -> int:
     trainer = parallel.trainer
     static = trainer.static
 
-    # A Q-learner's sampled actions explore at the rate its run ends with.
-    exploration = config.eps_end if trainer.acts_by_values else None
+    # A Q-learner's sampled actions explore at the rate its run ends with (its algorithm says).
+    exploration = algorithm(config.algo).sample_epsilon(config)
 
     def compile_for(episodes: int):
         """The evaluation of `episodes` at once, compiled from shapes: nothing allocated."""

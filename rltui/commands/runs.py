@@ -54,7 +54,7 @@ def add_parser(sub) -> None:
         "runs", help="list runs and overlay their curves",
         description="List every run in DIR (default runs/) with its state, env steps, latest and best return and "
                     "wall time; select runs (space) to overlay their curves or group them by a config key into a "
-                    "mean or IQM with a bootstrap band; Enter attaches to a live run or opens a finished run's "
+                    "mean (t band) or IQM (bootstrap band); Enter attaches to a live run or opens a finished run's "
                     "curves. Run directories are only read.",
     )
     runs.add_argument("dir", metavar="DIR", nargs="?", default="runs", help="a directory of runs (default runs)")

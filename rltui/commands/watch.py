@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rltui.errors import ExitCode, UsageError
 from rltui.watch.player import Player
-from rltui.watch.record import check_record_path, record
+from rltui.watch.record import agent_label, check_record_path, record
 
 
 def load_player(args) -> Player:
@@ -24,6 +24,9 @@ def load_player(args) -> Player:
 
     check_integer("--seed", args.seed, int_range("seed"))
     check_integer("--episodes", args.episodes, IntRange(1, INT32_MAX))
+    member = getattr(args, "member", None)
+    if member is not None:
+        check_integer("--member", member, IntRange(0, INT32_MAX))
     if args.record is not None:
         check_record_path(Path(args.record))
     try:
@@ -58,20 +61,31 @@ def load_player(args) -> Player:
         restored, _ = checkpoint.decode(data, portable_template(shapes))
     except CheckpointError as err:
         raise UsageError(str(err)) from None
-    return Player(config, (restored.params, restored.obs_stats), seed=args.seed, greedy=not args.sample,
-                  parallel=parallel)
+    members = parallel.trainer.static.num_members
+    if member is not None and member >= members:
+        raise UsageError(f"--member {member}: this run trained {members} members (0 to {members - 1})" if members > 1
+                         else f"--member {member}: this run trained one configuration, member 0")
+    player = Player(config, (restored.params, restored.obs_stats), seed=args.seed, greedy=not args.sample,
+                    parallel=parallel)
+    if member is not None:
+        player.start_agent(member * player.seeds_per_member)
+    return player
 
 
 def cmd_watch(args) -> int:
     player = load_player(args)
     if args.record is not None:
         path = Path(args.record)
-        count = record(player, args.episodes, path)
-        print(f"wrote {args.episodes} episode{'s' if args.episodes != 1 else ''} ({count} frames, animated SVG) "
-              f"to {path.resolve()}")
+        recorded = record(player, args.episodes, path)
+        print(f"wrote {args.episodes} episode{'s' if args.episodes != 1 else ''} of {agent_label(player)} "
+              f"({recorded.frames} frames, {recorded.format_name}) to {path.resolve()}")
         return ExitCode.OK
     from rltui.ui.screens.watch import WatchApp
+    from rltui.ui.widgets.cell_image import prepare_terminal_images
 
+    frame, _ = player.frame(player.renderer.min_size)
+    if getattr(frame.scene, "cells", None) is not None:  # before the app reads the terminal: cells as an image
+        prepare_terminal_images()
     WatchApp(player, episodes=args.episodes).run()
     return ExitCode.OK
 
@@ -81,11 +95,15 @@ def add_parser(sub) -> None:
         "watch", help="watch a saved policy play, in the terminal",
         description="Open a view of a checkpoint's policy playing episodes, drawn in the terminal, with the action, "
         "the policy's probabilities (or mean and std) and V(s). Keys: space pause, n step, g greedy/sampled, "
-        "s next seed, +/- speed, q close. --record writes the episodes as an animated SVG instead.",
+        "s next seed, +/- speed, q close. --record writes the episodes to a file instead: an animated SVG, a GIF or "
+        "an MP4 video, by its suffix (GIF: pip install 'rltui[record]'; MP4: 'rltui[mp4]').",
     )
     watch.add_argument("path", metavar="PATH", help="checkpoint file (best.msgpack too), or run directory (its latest)")
     watch.add_argument("--episodes", type=int, default=1, help="episodes to play (default 1)")
     watch.add_argument("--sample", action="store_true", help="sample actions from the policy (default: greedy)")
     watch.add_argument("--seed", type=int, default=0, help="seed for the episodes (default 0)")
-    watch.add_argument("--record", metavar="OUT.svg", help="write the episodes to an animated SVG file, no view")
+    watch.add_argument("--member", type=int, metavar="N",
+                       help="a population's member N (0 first; its first seed), in the view and in --record")
+    watch.add_argument("--record", metavar="OUT",
+                       help="write the episodes to OUT.svg (animated SVG), OUT.gif or OUT.mp4, no view")
     watch.set_defaults(run=cmd_watch)

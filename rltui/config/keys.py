@@ -82,7 +82,8 @@ RUN_KEYS: tuple[Key, ...] = (
     Key("stop_at_eval_return", None, "stop the run, with a final checkpoint, once an evaluation's mean return "
         "reaches this; unset = never", OptionalNumber(), RUN),
     Key("loggers", (), "where metrics and events go besides metrics.jsonl and events.jsonl (always written): "
-        "tensorboard (event files in RUN_DIR/tb/), wandb (Weights & Biases; its WANDB_* variables apply)",
+        "tensorboard (event files in RUN_DIR, a run by its name in tensorboard --logdir runs/), wandb (Weights "
+        "& Biases; its WANDB_* variables apply)",
         Names(LOGGER_NAMES), RUN),
     # A population (rltui.config.sweep): the sweep decides the members and their values, so
     # a resumed run keeps it; PBT's settings only steer what happens between chunks.

@@ -14,7 +14,9 @@ The estimate for training counts, per agent, in float32 (4 bytes):
   (the rollout, and the shuffled copy the minibatches are cut from); and the activations
   of one minibatch's forward and backward pass, rows x 2 towers x sum(hidden_sizes) x 3
   (a CNN adds each pixel's 3x3 patch and convolution features per row), or of an
-  evaluation's forward pass (one row per episode) where that is larger.
+  evaluation's forward pass (one row per episode) where that is larger;
+* for an algorithm with a replay buffer, the buffer (`replay_keys.buffer_bytes`), split
+  over the devices with the environments as well.
 
 The sum is multiplied by SAFETY for what the count leaves out (XLA's temporaries and
 fusion buffers, padding, the allocator's fragmentation): the estimate errs high, so a
@@ -44,12 +46,14 @@ _GIB = 2**30
 
 class AgentFootprint(NamedTuple):
     """One agent's bytes (before SAFETY), by part: `params` (replicated on every device),
-    `rollout` (the env states, observations and rollout buffers) and `activations` (both
-    split over the devices with the environments)."""
+    `rollout` (the env states, observations and rollout buffers), `activations` and
+    `replay` (the replay buffer; 0 without one), the last three split over the devices
+    with the environments."""
 
     params: int
     rollout: int
     activations: int
+    replay: int = 0
 
     @property
     def replicated(self) -> int:
@@ -57,7 +61,7 @@ class AgentFootprint(NamedTuple):
 
     @property
     def split(self) -> int:
-        return self.rollout + self.activations
+        return self.rollout + self.activations + self.replay
 
 
 def agent_footprint(static: Any, spec: Any, *, eval_episodes: int = 0) -> AgentFootprint:
@@ -81,7 +85,18 @@ def agent_footprint(static: Any, spec: Any, *, eval_episodes: int = 0) -> AgentF
         params=6 * params * FLOAT + static.max_chunk_updates * _METRICS_PER_UPDATE * FLOAT,
         rollout=2 * static.num_envs * (env_bytes + spec.obs_size * FLOAT) + 2 * steps * per_step * FLOAT,
         activations=activations * FLOAT,
+        replay=_replay_bytes(static, spec),
     )
+
+
+def _replay_bytes(static: Any, spec: Any) -> int:
+    """One agent's replay buffer, 0 for an algorithm without one."""
+    from trainers.replay_keys import buffer_bytes
+
+    # An algorithm with a replay buffer lists its keys (`replay_keys.REPLAY_KEYS`).
+    if not any(key.name == "buffer_size" for key in algorithm(static.algo).keys):
+        return 0
+    return buffer_bytes(static, spec.obs_size, spec.num_actions, spec.discrete)
 
 
 def _rows(static: Any) -> int:
@@ -179,10 +194,14 @@ def check_population_fits(
 
 def checkpoint_bytes(static: Any, spec: Any) -> int:
     """About the size of the run's checkpoint file: every agent's parameters and Adam's two
-    moments, and each of its envs' state, observation and (recurrent networks) hidden state."""
+    moments, each of its envs' state, observation and (recurrent networks) hidden state, and
+    its replay buffer and target network where it has them and keeps them there."""
     params, env_bytes, recurrent = _shapes(static, spec)
     hidden = static.hidden_sizes[0] if recurrent else 0
     per_agent = 3 * params * FLOAT + static.num_envs * (env_bytes + (spec.obs_size + hidden) * FLOAT)
+    replay = _replay_bytes(static, spec)
+    if replay:
+        per_agent += params * FLOAT + (replay if static.replay_in_checkpoint else 0)
     return static.num_members * static.num_seeds * per_agent
 
 
@@ -208,6 +227,8 @@ def _largest_part(static: Any, footprint: AgentFootprint, devices: int) -> tuple
                                       f"{static.num_steps:,}", ["num_envs", "num_steps"]),
         (footprint.activations / devices, f"the activations of {widths} over {_rows(static):,} rows at once",
          ["num_envs", "num_steps", "hidden_sizes"]),
+        (footprint.replay / devices, f"the replay buffer of buffer_size {getattr(static, 'buffer_size', 0):,}",
+         ["buffer_size"]),
     ]
     _, cause, keys = max(parts, key=lambda part: part[0])
     return cause, keys

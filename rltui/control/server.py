@@ -25,9 +25,9 @@ encodes them once per copy, and each client is sent them a piece at a time, as f
 reads, one request at a time; requests are rate-limited for all clients together.
 
 This module is the server proper: its thread, the listener, the session's callbacks and
-the CPU share. Its parts, each given what it uses, hold the rest: the clients and what
-each is owed (`clients.ConnectedClients`), what clients are sent of the run
-(`feed.RunFeed`) and the answers to what they send (`requests.ClientRequests`).
+the CPU share. Its parts hold the rest: the clients and what each is owed
+(`clients.ConnectedClients`), what they are sent of the run (`feed.RunFeed`) and the
+answers to what they send (`requests.ClientRequests`).
 """
 
 from __future__ import annotations
@@ -326,10 +326,9 @@ class ControlServer(SessionListener):
     def _admit_one(self) -> bool | None:
         """Accept one waiting connection and greet it (True), or close it unserved (False:
         gone already, another user's, one too many); None when none waits. Only a greeting
-        costs an accept allowance: a connection whose client has already hung up, whatever
-        it sent (a storm of connects leaves the backlog full of them), is closed unread and
-        ungreeted, so a client queued behind a storm is reached as soon as the storm's
-        backlog is gone."""
+        costs an accept allowance: a connection whose client has already hung up (a storm
+        of connects leaves the backlog full of them) is closed unread and ungreeted, so a
+        client queued behind a storm is reached as soon as the storm's backlog is gone."""
         try:
             conn, _ = self._listen.accept()
         except (BlockingIOError, InterruptedError):
@@ -347,10 +346,7 @@ class ControlServer(SessionListener):
         except OSError:
             conn.close()
             return False
-        # What the session posted before this client connected belongs in its greeting,
-        # also when it connected while this turn was accepting others; drained before it
-        # joins the clients, or it would get those messages ahead of its hello.
-        self._drain_inbox()
+        self._drain_inbox()  # its greeting holds all posted before it came, also mid-turn
         client = self._clients.add(conn)
         self._guarded(client, self._feed.greet)
         return True

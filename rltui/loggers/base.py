@@ -1,7 +1,8 @@
 """What every logger shares: the `Logger` protocol its writers keep (`tensorboard`,
-`wandb_logger`), a metrics record's numbers by tag and an event's text as both write them
-(and `rltui export` writes them after the fact), how long one may take to start, and the
-check that a configured logger's library is installed."""
+`wandb_logger`), an event's text as both write it (and `rltui export` after the fact), a
+metrics record's numbers by their flat names (the CSV's columns; the loggers' own tags are
+`layout`'s), how long one may take to start, and the check that a configured logger's
+library is installed."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def check_loggers(names: Iterable[str]) -> None:
 
 
 def scalars(record: Mapping[str, Any]) -> dict[str, float]:
-    """Every number of a metrics.jsonl record except its step (env_steps), by tag; with
+    """Every number of a metrics.jsonl record except its step (env_steps), by name; with
     several seeds each seed's value too, as `NAME/seed_I`. A population's record gives each
     member's values as `members/<m>/NAME` (one tag per member, so tools list them side by
     side), and with several seeds per member each agent's as `members/<m>/NAME/seed_<s>`.

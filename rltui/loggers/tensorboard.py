@@ -4,6 +4,10 @@ Records are framed here (TFRecord: length, masked CRC-32C, data, masked CRC-32C)
 synchronously on the caller's thread, so a failure (a full disk) surfaces as an exception
 that switches the logger off, instead of vanishing in a writer thread.
 
+A run's event files lie in its run directory, so `tensorboard --logdir runs/` lists it by
+name; a population's members are runs of their own, in its `member_<m>/` folders
+(`rltui.loggers.layout` says which series and hyperparameters go where).
+
 Steps are env steps. A step never goes backward in the files: when a resumed or rolled-back
 run writes at or before a step already written, the event files are first cut back to
 before it, so any reader sees one history without duplicate steps (the updates a rollback
@@ -13,7 +17,6 @@ undid stay in events.jsonl and metrics.discarded.jsonl).
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import struct
 import time
@@ -29,14 +32,15 @@ from tensorboardX.summary import text as text_summary
 
 from rltui.infra import read_limits
 from rltui.infra.owner_only import mkdir_private, open_private
-from rltui.loggers.base import event_text, scalars
-from rltui.runfiles.names import TEMPORARY_SUFFIX, TENSORBOARD
-from trainers.metrics_spec import EPISODE_RETURN
+from rltui.loggers.base import event_text
+from rltui.loggers.layout import hparams, member_hparams, member_run, member_values, record_scalars
+from rltui.runfiles.names import TEMPORARY_SUFFIX
 
 EVENTS_TAG = "events"  # the text of the session's events, at the step each happened
 CONFIG_TAG = "config"  # the run's configuration (TOML) at step 0
 _TEXT_SUFFIX = "/text_summary"  # tensorboardX's text summaries end so
 _FILE_VERSION = "brain.Event:2"
+_HPARAMS_PREFIX = "_hparams_/"  # tensorboardX's HParams summaries' tags
 _sequence = itertools.count()
 
 
@@ -144,24 +148,27 @@ class RunState(NamedTuple):
     last_step: int  # highest step of any value (-1: none)
     last_text_step: int  # highest step of an event's text (-1: none)
     last_text: str  # the text written at last_text_step
-    has_config: bool
+    has_start: bool  # its configuration or its hyperparameters, written once at step 0
+
+
+def _is_start(tag: str) -> bool:
+    return tag == CONFIG_TAG + _TEXT_SUFFIX or tag.startswith(_HPARAMS_PREFIX)
 
 
 def run_state(directory: Path) -> RunState:
-    last_step, last_text_step, last_text, has_config = -1, -1, "", False
+    last_step, last_text_step, last_text, has_start = -1, -1, "", False
     for event in read_events(directory):
         for value in event.summary.value:
-            if value.tag == CONFIG_TAG + _TEXT_SUFFIX:
-                has_config = True
+            if _is_start(value.tag):
+                has_start = True
                 continue
             if value.tag == EVENTS_TAG + _TEXT_SUFFIX:
                 if event.step >= last_text_step:
                     last_text_step = event.step
                     last_text = b"".join(value.tensor.string_val).decode("utf-8", "replace")
                 continue
-            if not value.tag.startswith("_hparams_"):
-                last_step = max(last_step, event.step)
-    return RunState(last_step, last_text_step, last_text, has_config)
+            last_step = max(last_step, event.step)
+    return RunState(last_step, last_text_step, last_text, has_start)
 
 
 class EventFileWriter:
@@ -202,61 +209,103 @@ def config_text(config: Mapping[str, Any]) -> str:
     return "```toml\n" + tomli_w.dumps(dict(config)) + "```"
 
 
-def hparam_values(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Configuration values as TensorBoard's hparams take them: strings, booleans, numbers
-    (lists and tables as JSON text)."""
-    out = {}
-    for name, value in config.items():
-        if isinstance(value, (str, bool, int, float)):
-            out[name] = value
-        else:
-            out[name] = json.dumps(value, default=list, sort_keys=True)
-    return out
+def hparams_summary(values: Mapping[str, Any]) -> Summary:
+    """A run's hyperparameters as the start of its HParams session. No experiment summary:
+    TensorBoard takes one run's for every run in its logdir, hiding the keys of runs of other
+    algorithms; without one it gathers the keys, and the metrics, from every run."""
+    _, session_start, _ = hparams_summaries(dict(values), {})
+    return session_start
 
 
 def scalar_summary(values: Mapping[str, float]) -> Summary:
     return Summary(value=[Summary.Value(tag=tag, simple_value=value) for tag, value in values.items()])
 
 
+class _EventRun:
+    """One TensorBoard run: the event files of one folder, written on from what they hold."""
+
+    def __init__(self, directory: Path, private: bool):
+        self.directory = directory
+        self._private = private
+        self.state = run_state(directory)
+        self.writer = EventFileWriter(directory, private=private)
+
+    def start(self, summaries: list[Summary], wall_time: float) -> None:
+        """What a run holds at step 0 (its configuration, its hyperparameters), written once."""
+        if not self.state.has_start:
+            for summary in summaries:
+                self.writer.write_summary(summary, 0, wall_time)
+            self.writer.flush()
+            self.state = self.state._replace(has_start=True)
+
+    def write_scalars(self, step: int, values: Mapping[str, float], wall_time: float) -> None:
+        if values:
+            self.writer.write_summary(scalar_summary(values), step, wall_time)
+            self.state = self.state._replace(last_step=max(self.state.last_step, step))
+
+    def cut(self, keep: Callable[[int, str], bool]) -> None:
+        self.writer.close()
+        cut_back(self.directory, lambda step, tag: keep(step, tag) or _is_start(tag))
+        self.state = run_state(self.directory)
+        self.writer = EventFileWriter(self.directory, private=self._private)
+
+
 class TensorBoardLogger:
-    """Writes a run's records and events into one TensorBoard run directory (`tb/`), going
-    on with what is there when the run is resumed or rolled back."""
+    """Writes a run's records and events as TensorBoard runs in `directory` (a population's
+    members in folders of their own there), going on with what is there when the run is
+    resumed or rolled back. `started`: the real time of the run's wall time 0 (by default,
+    worked out from the first records as they arrive, live)."""
 
     label = "tensorboard"
 
-    def __init__(self, directory: Path, config: Mapping[str, Any], *, wall_clock: Callable[[], float] = time.time):
+    def __init__(self, directory: Path, config: Mapping[str, Any], *, wall_clock: Callable[[], float] = time.time,
+                 private: bool = True, started: float | None = None):
         self.directory = Path(directory)
         self._clock = wall_clock
-        self._state = run_state(self.directory)
-        self._writer = EventFileWriter(self.directory)
-        self._base: float | None = None  # real time at wall_time 0 of the run
+        self._private = private
+        self._base = started
         self._pending: dict[int, list[str]] = {}  # events not yet written, by step
-        if not self._state.has_config:
-            now = self._clock()
-            self._writer.write_summary(text_summary(CONFIG_TAG, config_text(config)), 0, now)
-            experiment, session_start, _ = hparams_summaries(hparam_values(config), {EPISODE_RETURN: None})
-            self._writer.write_summary(experiment, 0, now)
-            self._writer.write_summary(session_start, 0, now)
-            self._writer.flush()
+        self._run = _EventRun(self.directory, private)
+        members = member_values(config)
+        now = self._clock()
+        # A population's own run holds no hyperparameters: HParams compares its members.
+        self._run.start([text_summary(CONFIG_TAG, config_text(config))]
+                        + ([] if members else [hparams_summary(hparams(config))]), now)
+        self._members: list[_EventRun] = []
+        for index, values in enumerate(members):
+            self._member(index).start([hparams_summary(member_hparams(config, values))], now)
+
+    def _member(self, index: int) -> _EventRun:
+        """Member `index`'s run, opened on first use."""
+        while len(self._members) <= index:
+            self._members.append(_EventRun(self.directory / member_run(len(self._members)), self._private))
+        return self._members[index]
+
+    @property
+    def _last_step(self) -> int:
+        return max(run.state.last_step for run in (self._run, *self._members))
 
     def write_records(self, records: list[dict[str, Any]]) -> None:
         if not records:
             return
         first = int(records[0]["env_steps"])
         self._write_pending(before=first + 1)
-        if first <= self._state.last_step:
-            self._cut(lambda step, tag: step < first)
+        if first <= self._last_step:
+            self._cut(lambda step, tag: step < first, since=first)
         if self._base is None:
             self._base = self._clock() - float(records[-1].get("wall_time") or 0.0)
-        last = self._state.last_step
+        last = self._last_step
         for record in records:
             step = int(record["env_steps"])
             if step <= last:
                 continue  # records arrive in order; one at a step already written is a repeat
-            self._writer.write_summary(scalar_summary(scalars(record)), step,
-                                       self._base + float(record.get("wall_time") or 0.0))
+            wall_time = self._base + float(record.get("wall_time") or 0.0)
+            values = record_scalars(record)
+            self._run.write_scalars(step, values.run, wall_time)
+            for member, member_values_now in enumerate(values.members):
+                if member_values_now:  # a frozen member has no point
+                    self._member(member).write_scalars(step, member_values_now, wall_time)
             last = step
-        self._state = self._state._replace(last_step=last)
 
     def write_event(self, step: int, kind: str, message: str) -> None:
         self._pending.setdefault(step, []).append(event_text(kind, message))
@@ -268,36 +317,73 @@ class TensorBoardLogger:
             self._write_text(step, self._pending.pop(step))
 
     def _write_text(self, step: int, lines: list[str]) -> None:
-        state = self._state
-        if step < state.last_step or step <= state.last_text_step:
+        state = self._run.state
+        if step < self._last_step or step <= state.last_text_step:
             # Back in time (a rollback, a resume): drop what lies ahead of `step`, and the
             # text at `step` itself, which is written again below with these lines added.
             earlier = state.last_text if step == state.last_text_step else ""
-            self._cut(lambda s, tag: s < step or (s == step and not _is_text(tag)))
+            self._cut(lambda s, tag: s < step or (s == step and not _is_text(tag)), since=step + 1)
             lines = ([earlier] if earlier else []) + lines
-            state = self._state
+            state = self._run.state
         text = "\n\n".join(lines)
-        self._writer.write_summary(text_summary(EVENTS_TAG, text), step, self._clock())
-        self._state = state._replace(last_text_step=step, last_text=text, last_step=max(state.last_step, step))
+        self._run.writer.write_summary(text_summary(EVENTS_TAG, text), step, self._clock())
+        self._run.state = state._replace(last_text_step=step, last_text=text, last_step=max(state.last_step, step))
 
-    def _cut(self, keep: Callable[[int, str], bool]) -> None:
-        self._writer.close()
-        cut_back(self.directory, lambda step, tag: keep(step, tag) or tag == CONFIG_TAG + _TEXT_SUFFIX
-                 or tag.startswith("_hparams_"))
-        self._state = run_state(self.directory)
-        self._writer = EventFileWriter(self.directory)
+    def _cut(self, keep: Callable[[int, str], bool], since: int) -> None:
+        """Every run's files without what `keep` rejects; a member's only where it holds a
+        step from `since` on (the others have nothing to drop)."""
+        self._run.cut(keep)
+        for run in self._members:
+            if run.state.last_step >= since:
+                run.cut(keep)
 
     def flush(self) -> None:
-        self._writer.flush()
+        for run in (self._run, *self._members):
+            run.writer.flush()
 
     def close(self) -> None:
         try:
             self._write_pending()
-            self._writer.flush()
+            self.flush()
         finally:
-            self._writer.close()
+            for run in (self._run, *self._members):
+                run.writer.close()
+
+
+class RunEvent(NamedTuple):
+    step: int
+    kind: str
+    message: str
+
+
+def write_run(directory: Path, config: Mapping[str, Any], records: list[dict[str, Any]], events: list[RunEvent],
+              *, started: float, private: bool) -> int:
+    """A run's history (`rltui export`) as fresh TensorBoard runs in `directory`, as the
+    logger writes them live: each event after the record of its step. Returns the number
+    of records written (one at a step already written is a repeat, left out)."""
+    logger = TensorBoardLogger(directory, config, wall_clock=lambda: started, private=private, started=started)
+    pending = sorted(events, key=lambda event: event.step)
+    written, last, i = 0, -1, 0
+    try:
+        for record in records:
+            step = int(record.get("env_steps", -1))
+            if step <= last:
+                continue
+            while i < len(pending) and pending[i].step < step:
+                logger.write_event(*pending[i])
+                i += 1
+            logger.write_records([record])
+            while i < len(pending) and pending[i].step == step:
+                logger.write_event(*pending[i])
+                i += 1
+            last, written = step, written + 1
+        for event in pending[i:]:
+            logger.write_event(*event)
+    finally:
+        logger.close()
+    return written
 
 
 def open_logger(run_dir: Path, config: Mapping[str, Any]) -> TensorBoardLogger:
-    """The `tensorboard` logger of a run: its event files in the run directory's `tb/`."""
-    return TensorBoardLogger(Path(run_dir) / TENSORBOARD, config)
+    """The `tensorboard` logger of a run: its event files in the run directory itself."""
+    return TensorBoardLogger(Path(run_dir), config)

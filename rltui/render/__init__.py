@@ -2,7 +2,9 @@
 
 `renderer_for(env_id, env, params, obs_shape)` picks one: a custom env's own
 `render_text(state, params) -> str` when it has one (the documented hook), a built-in
-renderer for the env, else the bar view of the observation vector, which every env has.
+renderer for the env, an image observation (height x width x channels) as an image, else
+the bar view of the observation vector, which every env has. A frame carries the scene it
+was drawn from where it has one (`rltui.render.scene`), which recordings draw in pixels.
 A renderer is plain NumPy: nothing is compiled per frame.
 """
 
@@ -19,6 +21,7 @@ from rltui.render.grids import (
     FourRoomsRenderer,
     PointsRenderer,
 )
+from rltui.render.images import ImageObsRenderer, is_image_shape
 
 __all__ = ["BarRenderer", "Frame", "Renderer", "Size", "renderer_for", "too_small", "unwrap_state"]
 
@@ -50,6 +53,8 @@ def renderer_for(env_id: str, env: Any = None, params: Any = None, obs_shape: tu
         return PointsRenderer()
     if base_id == "Pong-misc" and len(obs_shape) == 3:
         return ChannelGridRenderer(obs_shape, ("paddles", "ball", "trail"))
+    if is_image_shape(tuple(obs_shape)):  # Navix's grids, pixels: any height x width x channels
+        return ImageObsRenderer(tuple(obs_shape))
     return BarRenderer()
 
 

@@ -31,10 +31,13 @@ def styled_line(cells) -> Text:
 
 @dataclasses.dataclass(frozen=True)
 class Frame:
-    """One picture: lines of styled text, and a legend saying what the colours mean."""
+    """One picture: lines of styled text, a legend saying what the colours mean, and the
+    scene they were drawn from (a `rltui.render.scene.Scene`; None where the picture is
+    text, such as the bars), which a recording draws at pixel resolution."""
 
     lines: tuple[Text, ...]
     legend: Text = dataclasses.field(default_factory=Text)
+    scene: Any = None
 
     @property
     def plain(self) -> str:

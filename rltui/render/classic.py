@@ -1,4 +1,4 @@
-"""Classic control as line drawings in braille dots: the cart and pole, the acrobot's
+"""Classic control as line drawings (braille dots in the terminal): the cart and pole, the acrobot's
 links, the pendulum, the hill and the car."""
 
 from __future__ import annotations
@@ -9,19 +9,18 @@ from typing import Any
 import numpy as np
 from rich.text import Text
 
-from rltui.render.base import Frame, Renderer, Size, scalar, unwrap_state
-from rltui.render.canvas import BrailleCanvas, Viewport
+from rltui.render.base import Size, scalar, unwrap_state
+from rltui.render.scene import Box, Scene, SceneBuilder, SceneRenderer
 
 
-class CartPoleRenderer(Renderer):
+class CartPoleRenderer(SceneRenderer):
     name = "cart and pole"
     min_size = Size(24, 6)
 
-    def render(self, state: Any, obs: np.ndarray, size: Size) -> Frame:
+    def scene(self, state: Any, obs: np.ndarray) -> Scene:
         inner = unwrap_state(state)
         x, theta = scalar(inner.x), scalar(inner.theta)
-        canvas = BrailleCanvas(size.columns, size.rows)
-        view = Viewport(canvas, -2.6, 2.6, -0.3, 1.3)
+        view = SceneBuilder(Box(-2.6, 2.6, -0.3, 1.3))
         view.line(-2.4, 0, 2.4, 0, "dim")  # the track, to the limits where the episode ends
         view.line(-2.4, 0, -2.4, 0.1, "red")
         view.line(2.4, 0, 2.4, 0.1, "red")
@@ -31,18 +30,17 @@ class CartPoleRenderer(Renderer):
         top = 0.02 + 2 * h
         view.line(x, top, x + math.sin(theta), top + math.cos(theta), "yellow")
         legend = Text(f"x {x:+.2f}  angle {math.degrees(theta):+.1f}°  (ends past ±2.4 or ±12°)", style="dim")
-        return Frame(tuple(canvas.lines()), legend)
+        return view.scene(legend)
 
 
-class AcrobotRenderer(Renderer):
+class AcrobotRenderer(SceneRenderer):
     name = "acrobot links"
     min_size = Size(16, 8)
 
-    def render(self, state: Any, obs: np.ndarray, size: Size) -> Frame:
+    def scene(self, state: Any, obs: np.ndarray) -> Scene:
         inner = unwrap_state(state)
         a1, a2 = scalar(inner.joint_angle1), scalar(inner.joint_angle2)
-        canvas = BrailleCanvas(size.columns, size.rows)
-        view = Viewport(canvas, -2.2, 2.2, -2.2, 2.2)
+        view = SceneBuilder(Box(-2.2, 2.2, -2.2, 2.2))
         view.line(-2.2, 1.0, 2.2, 1.0, "green")  # the tip must rise above this line
         p1 = (math.sin(a1), -math.cos(a1))
         p2 = (p1[0] + math.sin(a1 + a2), p1[1] - math.cos(a1 + a2))
@@ -51,19 +49,18 @@ class AcrobotRenderer(Renderer):
         view.circle(0, 0, 0.08, "white")
         legend = Text(f"angles {math.degrees(a1):+.0f}° {math.degrees(a2):+.0f}°  (goal: tip above the green line)",
                       style="dim")
-        return Frame(tuple(canvas.lines()), legend)
+        return view.scene(legend)
 
 
-class PendulumRenderer(Renderer):
+class PendulumRenderer(SceneRenderer):
     name = "pendulum"
     min_size = Size(16, 8)
 
-    def render(self, state: Any, obs: np.ndarray, size: Size) -> Frame:
+    def scene(self, state: Any, obs: np.ndarray) -> Scene:
         inner = unwrap_state(state)
         theta = scalar(inner.theta)
         torque = scalar(getattr(inner, "last_u", 0.0))
-        canvas = BrailleCanvas(size.columns, size.rows)
-        view = Viewport(canvas, -1.3, 1.3, -1.3, 1.3)
+        view = SceneBuilder(Box(-1.3, 1.3, -1.3, 1.3))
         tip = (-math.sin(theta), math.cos(theta))  # theta 0: upright
         view.line(0, 0, *tip, "yellow")
         view.circle(*tip, 0.08, "yellow")
@@ -74,29 +71,28 @@ class PendulumRenderer(Renderer):
                    for i in range(13)]
             view.polyline(arc, "magenta")
         legend = Text(f"angle {math.degrees(_wrap(theta)):+.0f}° (0 = upright)  torque {torque:+.2f}", style="dim")
-        return Frame(tuple(canvas.lines()), legend)
+        return view.scene(legend)
 
 
 def _wrap(angle: float) -> float:
     return (angle + math.pi) % (2 * math.pi) - math.pi
 
 
-class MountainCarRenderer(Renderer):
+class MountainCarRenderer(SceneRenderer):
     name = "hill and car"
     min_size = Size(24, 6)
 
     def __init__(self, goal: float = 0.5):
         self.goal = goal
 
-    def render(self, state: Any, obs: np.ndarray, size: Size) -> Frame:
+    def scene(self, state: Any, obs: np.ndarray) -> Scene:
         inner = unwrap_state(state)
         position, velocity = scalar(inner.position), scalar(inner.velocity)
-        canvas = BrailleCanvas(size.columns, size.rows)
-        view = Viewport(canvas, -1.2, 0.6, -0.05, 1.15)
+        view = SceneBuilder(Box(-1.2, 0.6, -0.05, 1.15))
         height = lambda x: 0.45 * math.sin(3 * x) + 0.55  # the env's hill
-        xs = np.linspace(-1.2, 0.6, 4 * size.columns)
+        xs = np.linspace(-1.2, 0.6, 160)  # joined by lines: smooth at any size
         view.polyline([(x, height(x)) for x in xs], "green")
         view.line(self.goal, height(self.goal), self.goal, height(self.goal) + 0.2, "red")
         view.circle(position, height(position) + 0.05, 0.05, "cyan")
         legend = Text(f"position {position:+.3f}  velocity {velocity:+.4f}  (flag at {self.goal:g})", style="dim")
-        return Frame(tuple(canvas.lines()), legend)
+        return view.scene(legend)

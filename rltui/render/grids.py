@@ -1,4 +1,6 @@
-"""Grid worlds as coloured cells: MinAtar's channels, bsuite's boards, the misc grids."""
+"""Grid worlds as coloured cells: MinAtar's channels, bsuite's boards, the misc grids.
+Each frame carries its cells as an image too (its scene), for the terminal's image view
+and for recordings."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import numpy as np
 from rich.text import Text
 
 from rltui.render.base import Frame, Renderer, Size, styled_line, unwrap_state
-from rltui.render.canvas import BrailleCanvas, Viewport
+from rltui.render.scene import Box, Scene, SceneBuilder, SceneRenderer, cells_image
 
 PALETTE = ("cyan", "yellow", "bright_black", "red", "green", "magenta", "blue", "bright_white", "orange3", "purple")
 
@@ -45,14 +47,15 @@ class ChannelGridRenderer(Renderer):
         image = np.asarray(obs, dtype=np.float32).reshape(self.shape)
         if image.ndim == 2:
             image = image[:, :, None]
-        lines = []
-        for row in image:
-            cells = []
-            for cell in row:
-                on = np.flatnonzero(cell > 0.5)
-                cells.append(("██", PALETTE[int(on[-1]) % len(PALETTE)]) if on.size else ("· ", "bright_black"))
-            lines.append(styled_line(cells))
-        return Frame(tuple(lines), channel_legend(self.names))
+        styles = [[_top_channel_style(cell) for cell in row] for row in image]
+        lines = [styled_line(("██", style) if style else ("· ", "bright_black") for style in row) for row in styles]
+        legend = channel_legend(self.names)
+        return Frame(tuple(lines), legend, Scene(cells=cells_image(styles), legend=legend))
+
+
+def _top_channel_style(cell: np.ndarray) -> str | None:
+    on = np.flatnonzero(cell > 0.5)
+    return PALETTE[int(on[-1]) % len(PALETTE)] if on.size else None
 
 
 class BoardRenderer(Renderer):
@@ -66,10 +69,10 @@ class BoardRenderer(Renderer):
 
     def render(self, state: Any, obs: np.ndarray, size: Size) -> Frame:
         board = np.asarray(obs, dtype=np.float32).reshape(self.shape)
-        lines = []
-        for row in board:
-            lines.append(styled_line(("██", "cyan") if value > 0.5 else ("· ", "bright_black") for value in row))
-        return Frame(tuple(lines), Text("██ occupied (agent, ball or paddle)", style="dim"))
+        styles = [["cyan" if value > 0.5 else None for value in row] for row in board]
+        lines = [styled_line(("██", style) if style else ("· ", "bright_black") for style in row) for row in styles]
+        legend = Text("██ occupied (agent, ball or paddle)", style="dim")
+        return Frame(tuple(lines), legend, Scene(cells=cells_image(styles), legend=legend))
 
 
 class FourRoomsRenderer(Renderer):
@@ -87,7 +90,7 @@ class FourRoomsRenderer(Renderer):
         pos = tuple(int(v) for v in np.asarray(inner.pos).reshape(-1)[:2])
         goal = tuple(int(v) for v in np.asarray(inner.goal).reshape(-1)[:2])
         walls = self.walls if self.walls is not None else np.zeros((13, 13), bool)
-        lines = []
+        lines, styles = [], []
         for r in range(walls.shape[0]):
             cells = []
             for c in range(walls.shape[1]):
@@ -100,24 +103,24 @@ class FourRoomsRenderer(Renderer):
                 else:
                     cells.append(("  ", None))
             lines.append(styled_line(cells))
+            styles.append([style for _, style in cells])
         legend = Text()
         for name, glyph, style in (("agent", "@@", "bold cyan"), ("goal", "[]", "bold green"),
                                    ("wall", "██", "bright_black")):
             legend.append(glyph, style=style)
             legend.append(f" {name}  ")
-        return Frame(tuple(lines), legend)
+        return Frame(tuple(lines), legend, Scene(cells=cells_image(styles), legend=legend))
 
 
-class PointsRenderer(Renderer):
+class PointsRenderer(SceneRenderer):
     """The misc continuous worlds (PointRobot, Reacher, Swimmer): the agent and its goal as
     points in the plane."""
 
     name = "points"
     min_size = Size(16, 6)
 
-    def render(self, state: Any, obs: np.ndarray, size: Size) -> Frame:
+    def scene(self, state: Any, obs: np.ndarray) -> Scene:
         inner = unwrap_state(state)
-        canvas = BrailleCanvas(size.columns, size.rows)
         points = []
         for field, style in (("pos", "cyan"), ("xy", "cyan"), ("goal", "green"), ("goal_xy", "green")):
             if hasattr(inner, field):
@@ -128,7 +131,7 @@ class PointsRenderer(Renderer):
             hand = elbow + np.array([np.cos(a[0] + a[1]), np.sin(a[0] + a[1])]) * 0.5
             points += [(np.zeros(2), "white"), (elbow, "cyan"), (hand, "cyan")]
         extent = max([1.0, *(float(np.max(np.abs(p))) for p, _ in points)]) * 1.1
-        view = Viewport(canvas, -extent, extent, -extent, extent)
+        view = SceneBuilder(Box(-extent, extent, -extent, extent))
         view.line(-extent, 0, extent, 0, "bright_black")
         view.line(0, -extent, 0, extent, "bright_black")
         for point, style in points:
@@ -138,4 +141,4 @@ class PointsRenderer(Renderer):
         legend.append(" agent  ")
         legend.append("●", style="green")
         legend.append(" goal")
-        return Frame(tuple(canvas.lines()), legend)
+        return view.scene(legend)

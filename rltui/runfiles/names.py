@@ -15,7 +15,11 @@ SOCKET_POINTER = "control.path"  # where the socket is when the run directory's 
 CHECKPOINTS = "checkpoints"  # the folder of the run's checkpoints
 DISCARDED_CHECKPOINTS = "discarded"  # in CHECKPOINTS: those of histories a resume branched away from
 BEST_CHECKPOINT = "best.msgpack"  # in CHECKPOINTS: the policy of the best evaluation so far
-TENSORBOARD = "tb"  # the TensorBoard logger's event files
+# TensorBoard's event files lie in the run directory itself, so `tensorboard --logdir runs/`
+# lists each run by its name; a population's members are runs in folders of their own.
+TENSORBOARD_EVENTS = "events.out.tfevents.*"  # the run's event files
+MEMBER_RUN_PREFIX = "member_"  # member_<m>/: a population member's event files
+TENSORBOARD = "tb"  # where an older rltui wrote the event files of a run
 WANDB = "wandb"  # the folder Weights & Biases writes its own files in
 WANDB_RUN_ID = "wandb-run-id"  # the W&B run a resume continues
 SCREENSHOT_PREFIX = "screenshot-"  # the dashboard's screenshots: screenshot-u<update>-<time>.svg

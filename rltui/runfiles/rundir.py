@@ -111,7 +111,8 @@ def own_entries() -> tuple[str, ...]:
              names.POPULATION, names.POPULATION_DISCARDED, names.LOCK, names.SOCKET, names.SOCKET_POINTER,
              names.WANDB_RUN_ID)
     temporary = [f"{dot}{name}{names.TEMPORARY_SUFFIX}" for dot in ("", ".") for name in files]
-    return (*files, *temporary, names.CHECKPOINTS, names.TENSORBOARD, names.WANDB, f"{names.SCREENSHOT_PREFIX}*.svg")
+    return (*files, *temporary, names.CHECKPOINTS, names.TENSORBOARD, names.TENSORBOARD_EVENTS,
+            f"{names.MEMBER_RUN_PREFIX}[0-9]*", names.WANDB, f"{names.SCREENSHOT_PREFIX}*.svg")
 
 
 # Run directory (resolved) -> the open lock file. Open for the process's life: closing the

@@ -1,7 +1,8 @@
 """The statistics runs are compared by, shared by `rltui compare` and the runs view: a
-debiased EMA (the dashboard chart's smoothing too), the interquartile mean,
-percentile-bootstrap intervals and curves brought onto a common grid of env steps. Plain
-NumPy.
+debiased EMA (the dashboard chart's smoothing too), the interquartile mean, intervals
+(Student's t for a mean, a percentile bootstrap for the IQM, called a range where it spans
+the values' minimum to maximum, as it does for a few runs) and curves brought onto a common
+grid of env steps. Plain NumPy.
 
 Values come from files, so they may be as large as a float holds: sums and differences of
 them overflow to inf (and inf - inf is NaN) quietly, under `_quiet`, and a figure that is
@@ -9,6 +10,7 @@ not finite is shown as missing rather than warned about."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -75,18 +77,81 @@ class Interval(NamedTuple):
     center: float
     low: float
     high: float
+    # How low and high were made: "t" (Student's t), "bootstrap", "range" (a bootstrap that
+    # spans the values' minimum to maximum: with a few values it can do no better), or
+    # "none" (fewer than two values: no spread to go by).
+    kind: str = "bootstrap"
+    n: int = 0  # how many values
+
+
+def t_quantile(probability: float, df: int) -> float:
+    """The quantile of Student's t distribution with `df` degrees of freedom, for a
+    probability in [0.5, 1): its density integrated numerically (Simpson's rule) and the
+    integral's inverse found by bisection, to about 1e-9, without SciPy."""
+    return _t_quantile(float(probability), int(df))
+
+
+@functools.lru_cache(maxsize=256)
+def _t_quantile(probability: float, df: int) -> float:
+    if not 0.5 <= probability < 1 or df < 1:
+        raise ValueError(f"t quantile: expected a probability in [0.5, 1) and df >= 1, got {probability}, {df}")
+    log_scale = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    intervals = 4000  # even, as Simpson's rule needs
+
+    def cdf(x: float) -> float:
+        t = np.linspace(0.0, x, intervals + 1)
+        density = np.exp(log_scale - (df + 1) / 2 * np.log1p(t * t / df))
+        step = x / intervals
+        return 0.5 + step / 3 * (density[0] + density[-1] + 4 * density[1:-1:2].sum() + 2 * density[2:-1:2].sum())
+
+    low, high = 0.0, 1.0
+    while cdf(high) < probability:
+        low, high = high, 2 * high
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if cdf(middle) < probability else (low, middle)
+    return (low + high) / 2
+
+
+def t_interval(values: Sequence[float], *, level: float = 0.95) -> Interval:
+    """The mean of `values` with its Student's t interval (mean +- t * s / sqrt(n)): what a
+    confidence interval of a mean over a few runs can honestly claim, wide as that is."""
+    x = np.asarray(values, dtype=float)
+    if len(x) == 0:
+        return Interval(math.nan, math.nan, math.nan, "none", 0)
+    center = mean(x)
+    if len(x) == 1:
+        return Interval(center, math.nan, math.nan, "none", 1)
+    with _quiet():
+        half = t_quantile(0.5 + level / 2, len(x) - 1) * float(np.std(x, ddof=1)) / math.sqrt(len(x))
+        return Interval(center, center - half, center + half, "t", len(x))
+
+
+def interval(values: Sequence[float], statistic: str = "mean", *, resamples: int = 2000, level: float = 0.95,
+             seed: int = 0) -> Interval:
+    """`statistic` (a name in STATISTICS) of `values` with its interval: a t interval for
+    the mean, a bootstrap one for the IQM."""
+    if statistic == "mean":
+        return t_interval(values, level=level)
+    return bootstrap(values, STATISTICS[statistic], resamples=resamples, level=level, seed=seed)
+
+
+def interval_kind(statistic: str) -> str:
+    """The interval `interval` gives `statistic`, in a word: "t" or "bootstrap"."""
+    return "t" if statistic == "mean" else "bootstrap"
 
 
 def bootstrap(values: Sequence[float], statistic: Callable[[Sequence[float]], float] = mean, *,
               resamples: int = 2000, level: float = 0.95, seed: int = 0) -> Interval:
     """The statistic of `values` with a percentile bootstrap interval (resampling the runs
-    with replacement; a fixed seed, so the same runs give the same band)."""
+    with replacement; a fixed seed, so the same runs give the same band). Its kind is
+    "range" where the interval reaches from the values' minimum to their maximum."""
     x = np.asarray(values, dtype=float)
     if len(x) == 0:
-        return Interval(math.nan, math.nan, math.nan)
+        return Interval(math.nan, math.nan, math.nan, "none", 0)
     center = statistic(x)
     if len(x) == 1:
-        return Interval(center, center, center)
+        return Interval(center, center, center, "none", 1)
     rng = np.random.default_rng(seed)
     samples = x[rng.integers(0, len(x), size=(resamples, len(x)))]
     with _quiet():
@@ -98,7 +163,8 @@ def bootstrap(values: Sequence[float], statistic: Callable[[Sequence[float]], fl
             stats = np.array([statistic(s) for s in samples])
         tail = (1 - level) / 2 * 100
         low, high = np.percentile(stats, [tail, 100 - tail])
-    return Interval(center, float(low), float(high))
+    spans = low <= np.min(x) and high >= np.max(x)
+    return Interval(center, float(low), float(high), "range" if spans else "bootstrap", len(x))
 
 
 class Band(NamedTuple):
@@ -121,8 +187,8 @@ def curve_on_grid(steps: Sequence[int], values: Sequence[float], grid: np.ndarra
 def band(curves: Sequence[tuple[Sequence[int], Sequence[float]]], statistic: str = "mean", *,
          points: int = 100, resamples: int = 1000, level: float = 0.95, seed: int = 0) -> Band:
     """Several runs' curves (already smoothed if wanted) as one: at each of `points` env
-    steps up to where the shortest run ends, the statistic across runs and its bootstrap
-    interval."""
+    steps up to where the shortest run ends, the statistic across runs and its interval
+    (`interval`: t for the mean, bootstrap for the IQM; a single run's band is its curve)."""
     curves = [(np.asarray(s), np.asarray(v)) for s, v in curves if len(s)]
     if not curves:
         empty = np.array([])
@@ -131,6 +197,7 @@ def band(curves: Sequence[tuple[Sequence[int], Sequence[float]]], statistic: str
     end = min(s[-1] for s, _ in curves)
     grid = np.linspace(start, end, points) if end > start else np.array([float(end)])
     stacked = np.stack([curve_on_grid(s, v, grid) for s, v in curves])
-    stat = STATISTICS[statistic]
-    intervals = [bootstrap(column, stat, resamples=resamples, level=level, seed=seed) for column in stacked.T]
-    return Band(grid, *(np.array(part) for part in zip(*intervals)))
+    if len(curves) == 1:
+        return Band(grid, stacked[0], stacked[0], stacked[0])
+    intervals = [interval(column, statistic, resamples=resamples, level=level, seed=seed) for column in stacked.T]
+    return Band(grid, *(np.array([getattr(i, part) for i in intervals]) for part in ("center", "low", "high")))

@@ -1,6 +1,6 @@
 """The curves of the runs picked: one line per run (per member of a population), smoothed
 with the raw values kept beside, or one band per value of a config key (the mean or IQM
-with a bootstrap interval), each at most as many points as the chart can show."""
+with a t or bootstrap interval), each at most as many points as the chart can show."""
 
 from __future__ import annotations
 
@@ -62,9 +62,10 @@ def overlay(runs: Sequence[LoadedRun], metric: str, *, x_axis: str = "steps", sm
             group: str | None = None, statistic: str = "mean", points: int = 200) -> Overlay:
     """The runs' curves of `metric`: one line each (EMA-smoothed, the raw values kept
     beside; a population one line per member), or with `group`, one band per value of
-    that config key (comparison.group_by): the mean or IQM across the group's runs with a
-    bootstrap 95% interval. As in `rltui compare`, a population takes part in a group by its
-    best member: that member's value of the key and its curve."""
+    that config key (comparison.group_by): the mean across the group's runs with a 95% t
+    interval, or the IQM with a bootstrap one (statistics.band). As in `rltui compare`, a
+    population takes part in a group by its best member: that member's value of the key
+    and its curve."""
     clock = time.perf_counter()
     lines: list[Line] = []
     bands: list[GroupBand] = []

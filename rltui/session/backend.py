@@ -77,6 +77,8 @@ class JaxBackend:
         self.max_chunk_updates = static.max_chunk_updates
         self._parallel = None
         self._state = None
+        # The last checkpoint restored held no replay buffer (`replay_in_checkpoint = false`).
+        self.replay_left_out = False
 
     def build(self, hparams: DynamicHParams) -> None:
         from trainers import parallel
@@ -107,6 +109,8 @@ class JaxBackend:
         portable = self._parallel.to_portable(self._state)
         if not checkpoint.is_finite(portable):
             raise NonFiniteState("the training state holds non-finite values")
+        if portable.replay is not None and not self.static.replay_in_checkpoint:
+            portable = portable.replace(replay=None)  # `decode` restores a fresh buffer
         return checkpoint.encode(portable, metadata)
 
     def restore_checkpoint(self, data: bytes) -> dict[str, Any]:
@@ -114,6 +118,9 @@ class JaxBackend:
 
         template = self._parallel.to_portable(self._state)
         restored, metadata = checkpoint.decode(data, template)
+        # A checkpoint saved without its replay buffer keeps the template's, that very object
+        # (`checkpoint.decode`): this run's fresh buffer, which training refills.
+        self.replay_left_out = template.replay is not None and restored.replay is template.replay
         self._state = self._parallel.put(self._parallel.from_portable(restored), like=self._state)
         return metadata
 

@@ -195,6 +195,8 @@ class SessionCheckpoints:
         if verb == "resumed":
             progress.started_at = progress.clock() - float(metadata.get("elapsed", 0.0))
             message = f"resumed from update {progress.updates_done}"
+            if getattr(self._backend, "replay_left_out", False):
+                message += " (its checkpoint holds no replay buffer: training refills it before learning again)"
         else:
             # The updates after the checkpoint are no longer this agent's history: the curves
             # go on from the checkpoint (the run files keep them aside, see RunRecorder).

@@ -34,6 +34,7 @@ from rltui.session.distributed import BoundarySync, LocalSync
 from rltui.session.evaluating import SessionEvaluation
 from rltui.session.evaluation import EvalResult, EvaluationPolicy, Evaluator
 from rltui.session.events import SessionEvent, SessionState
+from rltui.session.latest_episodes import LatestEpisodes
 from rltui.session.metrics import TRAINER_METRICS, MetricsSnapshot, MetricsStore, UpdateRecord, load_run_history
 from rltui.session.params_service import ParamsService
 from rltui.session.population import Population
@@ -81,6 +82,8 @@ class TrainingSession:
         self._clock = clock
         self._commands: queue.Queue[Command] = queue.Queue()
         self._store = MetricsStore(history)
+        # Each agent's latest finished episode, carried into the updates it finishes none in.
+        self._episodes = LatestEpisodes()
         self._thread = threading.Thread(target=self._main, name="rltui-training", daemon=True)
         # Waiters block on this event, not on Thread.join: an exception such as
         # KeyboardInterrupt raised inside join() can leave the thread looking finished.
@@ -121,7 +124,11 @@ class TrainingSession:
     def load_history(self, metrics_path: Path, last_update: int | None = None) -> int:
         """Before `start`, on a resume: the run's updates up to its checkpoint, from its
         metrics.jsonl, so the curves show the whole run. Returns how many were read."""
-        return load_run_history(self._store, metrics_path, last_update)
+        count = load_run_history(self._store, metrics_path, last_update)
+        last = self._store.last_record()
+        if last is not None:
+            self._episodes.resume_from(last.per_seed, last.update)
+        return count
 
     def add_listener(self, listener: SessionListener) -> None:
         self._reporter.add(listener)
@@ -293,14 +300,17 @@ class TrainingSession:
             else:
                 rows = self.backend.run_chunk(count, self.population.trainer_hparams(), self.population.active())
             seconds = max(self._clock() - started, 1e-9)
+            # What is recorded: each agent's latest finished episode carried forward. A
+            # population's steering (its members' scores for PBT) sees the raw rows.
+            recorded = [self._episodes.carry(row, progress.updates_done + 1 + i) for i, row in enumerate(rows)]
             if self._steering is None:
                 diverged = self._diverged(rows)
             else:
-                rows = [self.population.shape_row(row) for row in rows]
-                diverged = self._steering.members_diverged(rows)
+                diverged = self._steering.members_diverged([self.population.shape_row(row) for row in rows])
+                recorded = [self.population.shape_row(row) for row in recorded]
             # Outside the chunk's timing: the chunk size and SPS measure training alone.
             evaluation = None if diverged else self._evaluation.evaluate_if_due(progress.updates_done + len(rows))
-            self._record(rows, started, seconds, evaluation)
+            self._record(recorded, started, seconds, evaluation)
             self._chunk_size = self._next_chunk_size(len(rows) or count, seconds)
             if evaluation is not None and self._evaluation.after(evaluation):
                 self.stopped_early = True

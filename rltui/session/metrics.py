@@ -203,6 +203,7 @@ class MetricsStore:
         self._seed_returns: list[collections.deque[float]] = []
         self._curve_capacity = curve_capacity
         self._curves: CurveBuffer | None = None  # made at the first records: their seeds are its columns
+        self._last_record: UpdateRecord | None = None
 
     def _buffer(self, seeds: int) -> CurveBuffer:
         if self._curves is None:
@@ -214,6 +215,7 @@ class MetricsStore:
         if not records:
             return
         with self._lock:
+            self._last_record = records[-1]
             rows = []
             for record in records:
                 self._steps.append(record.env_steps)
@@ -243,6 +245,8 @@ class MetricsStore:
     def drop_after(self, env_steps: int) -> None:
         """Forget the records past `env_steps` (a rollback to a checkpoint taken there)."""
         with self._lock:
+            if self._last_record is not None and self._last_record.env_steps > env_steps:
+                self._last_record = None
             while self._steps and self._steps[-1] > env_steps:
                 for series in (self._steps, self._updates, self._walls, *self._series.values(), *self._seed_returns):
                     if series:
@@ -277,6 +281,11 @@ class MetricsStore:
             series = {name: tuple(values) for name, values in self._series.items()}
             curves = self._curves.curves() if self._curves is not None else empty_curves(_columns(0))
             return RecentHistory(series, curves), tuple(self._steps)
+
+    def last_record(self) -> UpdateRecord | None:
+        """The latest record added (None after a rollback past it)."""
+        with self._lock:
+            return self._last_record
 
     def seed_returns(self) -> tuple[tuple[float, ...], ...]:
         with self._lock:

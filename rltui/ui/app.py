@@ -48,6 +48,7 @@ from rltui.ui.session_view import SessionView
 from rltui.ui.snapshot_display import SnapshotDisplay
 from rltui.ui.terminal import EndsWithItsTerminal
 from rltui.ui.themes import load_themes, resolve_theme_name
+from rltui.ui.toasts import RepaintsAfterToasts
 from rltui.ui.widgets import Leaderboard
 from trainers.hparams import ALGO_HPARAMS
 
@@ -57,7 +58,7 @@ STOP_TIMEOUT = 5.0
 WATCH_KEY = "a"  # the agent; "w" is the chart's smoothing
 
 
-class DashboardApp(EndsWithItsTerminal, App[None]):
+class DashboardApp(EndsWithItsTerminal, RepaintsAfterToasts, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "rltui"
     # ctrl+q quits an owned run and detaches from an attached one (check_action picks).
@@ -135,6 +136,7 @@ class DashboardApp(EndsWithItsTerminal, App[None]):
         """The default screen's widgets exist only now (App.on_mount runs before them)."""
         info = self.session.describe()
         devices = list(info.get("devices", ()))
+        self.dashboard.device_panel.run_devices = tuple(f"{d} {info.get('device_kind', '')}".strip() for d in devices)
         if len(devices) > 2:  # "8 × gpu" rather than a list that fills the line
             devices = [f"{len(devices)} × {devices[0].split(':')[0]}"]
         devices = ", ".join(devices) or "?"

@@ -285,6 +285,12 @@ class Player:
             label = f"member {member}" + (f", {label}" if self.seeds_per_member > 1 else "")
         return label + (f" ({self.seed_index + 1} of {self.num_agents})" if self.num_agents > 1 else "")
 
+    def start_agent(self, seed_index: int) -> None:
+        """Play agent `seed_index` (member-major) from its first episode."""
+        self.seed_index = seed_index
+        self.episode_count = 0
+        self.new_episode()
+
     def next_seed(self) -> None:
         self.seed_index = (self.seed_index + 1) % self.num_agents
         self.new_episode()

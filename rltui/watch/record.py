@@ -1,8 +1,12 @@
-"""Recording: episodes played by a Player, written to an animated SVG (`rltui watch --record`)."""
+"""Recording: episodes played by a Player, written to an animated SVG, a GIF or an MP4
+(`rltui watch --record`, the format by the file's suffix). Every format says in each frame
+what it shows: the env, the member and seed of the agent, the episode, step and return."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
+from collections.abc import Iterator
 from pathlib import Path
 
 from rich.text import Text
@@ -10,13 +14,14 @@ from rich.text import Text
 from rltui.errors import UsageError
 from rltui.render import Frame, Size
 from rltui.watch.player import Player
+from rltui.watch.video import RECORD_FORMATS, PictureWriter, missing_packages
 
 _FONT = 14  # px; one character cell is about 0.6 x 1.2 of it
 
 
-def frames_to_svg(frames: list[Text], seconds_per_frame: float) -> str:
+def frames_to_svg(frames: list[Text], seconds_per_frame: float, title: str = "") -> str:
     """An animated SVG: one group of text lines per frame, each shown in turn by a CSS
-    animation (plays in any browser, loops)."""
+    animation (plays in any browser, loops); `title` its title (a browser shows it)."""
     columns = max((len(line) for frame in frames for line in frame.plain.split("\n")), default=1)
     rows = max((len(frame.plain.split("\n")) for frame in frames), default=1)
     width, height = int(columns * _FONT * 0.62) + 20, int(rows * _FONT * 1.25) + 20
@@ -25,6 +30,7 @@ def frames_to_svg(frames: list[Text], seconds_per_frame: float) -> str:
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}">',
+        *([f"<title>{html.escape(title)}</title>"] if title else []),
         "<style>",
         f"text{{font-family:'DejaVu Sans Mono',Menlo,Consolas,monospace;font-size:{_FONT}px;"
         "white-space:pre;fill:#ddd}",
@@ -62,13 +68,16 @@ def _colour(style) -> str | None:
 
 
 def check_record_path(path: Path) -> Path:
-    """The --record target, or UsageError: an animated SVG, in a directory that exists and
-    can be written."""
+    """The --record target, or UsageError: a format rltui writes (by its suffix) whose
+    packages are installed, in a directory that exists and can be written."""
     import os
 
-    if path.suffix.lower() != ".svg":
-        raise UsageError(f"--record: {path} must end in .svg (rltui records an animated SVG; "
-                         "a browser plays it, and it converts to GIF with any SVG tool)")
+    record_format = RECORD_FORMATS.get(path.suffix.lower())
+    if record_format is None:
+        raise UsageError(f"--record: {path} must end in .svg, .gif or .mp4 (an animated SVG, a GIF or an MP4 video)")
+    missing = missing_packages(record_format)
+    if missing is not None:
+        raise UsageError(f"--record: {missing}")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise UsageError(f"--record: cannot write {path}: no such directory {parent}")
@@ -80,29 +89,65 @@ def check_record_path(path: Path) -> Path:
 RECORD_SIZE = Size(60, 16)
 
 
-def record(player: Player, episodes: int, path: Path, size: Size = RECORD_SIZE, fps: float = 15.0,
-           max_frames: int = 3000) -> int:
-    """Play `episodes` episodes and write them to `path` as an animated SVG; the frame count."""
-    frames = []
+@dataclasses.dataclass(frozen=True)
+class Recorded:
+    """What a recording wrote: its frames and its format's name."""
+
+    frames: int
+    format_name: str
+
+
+def agent_label(player: Player) -> str:
+    """Which agent plays: its member (in a population) and the seed it trained with."""
+    member, seed = divmod(player.seed_index, player.seeds_per_member)
+    label = f"seed {player.first_seed + seed}"
+    return f"member {member}, {label}" if player.num_members > 1 else label
+
+
+def caption(player: Player) -> str:
+    """Two lines above each frame: what plays, then where the episode is (and the seed its
+    episodes are drawn from, `watch --seed`)."""
+    ep = player.episode
+    return (f"{player.env_id} · {agent_label(player)}\n"
+            f"episode {player.episode_count} (--seed {player.seed}) · step {ep.step} · return {ep.ret:.1f}")
+
+
+def played_frames(player: Player, episodes: int, size: Size, max_frames: int) -> Iterator[tuple[Frame, str]]:
+    """Each frame of `episodes` episodes with its caption, at most `max_frames` in all."""
+    count = 0
     for _ in range(episodes):
         frame, _ = player.frame(size)
-        frames.append(_compose(frame, player))
-        while len(frames) < max_frames:
+        yield frame, caption(player)
+        count += 1
+        while count < max_frames:
             player.step()
             frame, _ = player.frame(size)
-            frames.append(_compose(frame, player))
+            yield frame, caption(player)
+            count += 1
             if player.episode.done:
                 break
         player.new_episode()
+
+
+def record(player: Player, episodes: int, path: Path, size: Size = RECORD_SIZE, fps: float = 15.0,
+           max_frames: int = 3000) -> Recorded:
+    """Play `episodes` episodes and write them to `path`, in the format its suffix names."""
+    record_format = RECORD_FORMATS[path.suffix.lower()]
+    title = f"rltui watch: {player.env_id}, {agent_label(player)}"
     try:
-        path.write_text(frames_to_svg(frames, 1.0 / fps), encoding="utf-8")
+        if path.suffix.lower() == ".svg":
+            texts = [_compose(frame, head) for frame, head in played_frames(player, episodes, size, max_frames)]
+            path.write_text(frames_to_svg(texts, 1.0 / fps, title), encoding="utf-8")
+            return Recorded(len(texts), record_format.name)
+        from rltui.render.raster import frame_pixels
+
+        with PictureWriter(path, fps) as writer:
+            for frame, head in played_frames(player, episodes, size, max_frames):
+                writer.append(frame_pixels(frame, head))
+        return Recorded(writer.count, record_format.name)
     except OSError as err:
         raise UsageError(f"--record: cannot write {path}: {err.strerror or err}") from None
-    return len(frames)
 
 
-def _compose(frame: Frame, player: Player) -> Text:
-    ep = player.episode
-    head = Text(f"{player.env_id}  episode {player.episode_count}  step {ep.step}  return {ep.ret:.1f}\n",
-                style="bold")
-    return head + frame.text()
+def _compose(frame: Frame, head: str) -> Text:
+    return Text(head + "\n", style="bold") + frame.text()

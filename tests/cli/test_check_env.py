@@ -106,11 +106,12 @@ def test_a_builtin_env_passes(capsys):
     assert set(rows(out).values()) == {"pass"}
 
 
-def test_a_custom_env_passes_with_pqn_whose_update_runs(capsys):
-    code, out, _ = check_env(["test_custom_env:make_bandit", "--env-kwargs", "{arms = 3}", "--algo", "pqn"], capsys)
+@pytest.mark.parametrize("algo", ["pqn", "dqn"])
+def test_a_custom_env_passes_with_a_q_learner_whose_update_runs(capsys, algo):
+    code, out, _ = check_env(["test_custom_env:make_bandit", "--env-kwargs", "{arms = 3}", "--algo", algo], capsys)
     assert code == 0, out
     assert set(rows(out).values()) == {"pass"}
-    assert "one pqn update ran" in out
+    assert f"one {algo} update ran" in out
 
 
 def test_continuous_actions_fail_the_action_check_for_pqn_in_one_line(capsys):

@@ -1,5 +1,5 @@
 """`rltui compare`, and the statistics it shares with the runs view: debiased EMA, IQM,
-bootstrap intervals and grouped bands, each against a small hand-checked example."""
+t and bootstrap intervals and grouped bands, each against a small hand-checked example."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from rltui.formatting import fmt_duration
 from rltui.runfiles.discovery import RunState
 from rltui.runfiles.loading import load_run
 from rltui.runfiles.reader import read_run
-from rltui.runfiles.statistics import band, bootstrap, ema, iqm, mean
+from rltui.runfiles.statistics import band, bootstrap, ema, iqm, mean, t_interval, t_quantile
 from rltui.runs_view.rows import row_of
 
 # --- statistics, hand-checked ---------------------------------------------------------------
@@ -53,9 +53,23 @@ def test_bootstrap_interval_of_two_runs_spans_them():
     # Resampled means of [0, 10] are 0, 5 or 10 (1/4, 1/2, 1/4): the 95% interval is [0, 10].
     interval = bootstrap([0.0, 10.0], mean, resamples=4000)
     assert (interval.center, interval.low, interval.high) == pytest.approx((5.0, 0.0, 10.0))
-    assert bootstrap([3.0, 3.0, 3.0]) == pytest.approx((3.0, 3.0, 3.0))
-    assert bootstrap([7.0]) == pytest.approx((7.0, 7.0, 7.0))
+    assert (interval.kind, interval.n) == ("range", 2)  # all it can say: the runs' min to max
+    assert bootstrap([3.0, 3.0, 3.0])[:3] == pytest.approx((3.0, 3.0, 3.0))
+    assert bootstrap([7.0])[:4] == (7.0, 7.0, 7.0, "none")
     assert bootstrap([1, 2, 3, 4, 100], iqm) == bootstrap([1, 2, 3, 4, 100], iqm)  # seeded: stable
+    assert bootstrap(list(range(40)), mean).kind == "bootstrap"  # inside the range: a bootstrap interval
+
+
+def test_t_interval_of_a_few_runs_is_as_wide_as_they_warrant():
+    # Student's t quantiles at 0.975, as printed in every table.
+    for df, quantile in ((1, 12.706), (2, 4.303), (4, 2.776), (9, 2.262), (29, 2.045), (1000, 1.962)):
+        assert t_quantile(0.975, df) == pytest.approx(quantile, abs=5e-4)
+    # Two runs, 18 and 19: 18.5 +- 12.706 x 0.7071 / 1.4142, far wider than their range.
+    interval = t_interval([18.0, 19.0])
+    assert interval[:3] == pytest.approx((18.5, 18.5 - 6.353, 18.5 + 6.353), abs=1e-3)
+    assert (interval.kind, interval.n) == ("t", 2)
+    one = t_interval([7.0])
+    assert one.center == 7.0 and math.isnan(one.low) and (one.kind, one.n) == ("none", 1)
 
 
 def test_band_of_two_runs_on_a_common_grid():
@@ -64,8 +78,12 @@ def test_band_of_two_runs_on_a_common_grid():
     result = band([a, b], "mean", points=3, resamples=4000)
     assert result.steps == pytest.approx([0, 10, 20])
     assert result.center == pytest.approx([1, 11, 21])
-    assert result.low == pytest.approx([0, 10, 20])
-    assert result.high == pytest.approx([2, 12, 22])
+    # The mean's t interval: the runs differ by 2, s = sqrt(2), so +- t(0.975, 1) x sqrt(2) / sqrt(2).
+    half = t_quantile(0.975, 1)
+    assert result.low == pytest.approx([1 - half, 11 - half, 21 - half])
+    assert result.high == pytest.approx([1 + half, 11 + half, 21 + half])
+    iqm_band = band([a, b], "iqm", points=3, resamples=4000)  # the IQM's bootstrap: here the range
+    assert iqm_band.low == pytest.approx([0, 10, 20]) and iqm_band.high == pytest.approx([2, 12, 22])
 
 
 # --- compare ---------------------------------------------------------------------------------
@@ -100,12 +118,35 @@ def test_compare_groups_and_plots(runs, capsys):
     assert main(["compare", str(a), str(b), str(c), "--group-by", "lr", "--plot", "--smooth", "0"]) == 0
     out = capsys.readouterr().out
     group_rows = [line for line in out.splitlines() if line.startswith("lr=")]
-    # lr=0.001: runs b and c, finals 18 and 19: mean 18.5, interval [18, 19].
-    assert group_rows[0].split() == ["lr=0.0003", "1", "12", "[12,", "12]", "22"]
-    assert group_rows[1].split() == ["lr=0.001", "2", "18.5", "[18,", "19]", "33.5"]
+    # lr=0.001: runs b and c, finals 18 and 19: mean 18.5, its t interval 18.5 +- 6.353 over
+    # n = 2; one run has no interval.
+    assert group_rows[0].split() == ["lr=0.0003", "1", "12", "-", "n=1", "22"]
+    assert group_rows[1].split() == ["lr=0.001", "2", "18.5", "[12.15,", "24.85]", "95%", "t,", "n=2", "33.5"]
     assert "episode_return" in out and "env steps" in out  # the plot's title and axis
+    assert "mean per group, 95% t band (.)" in out
     header = next(line for line in out.splitlines() if line.startswith("group"))
-    assert header.split()[:8] == ["group", "runs", "mean", "of", "last", "10", "episode_return", "(mean)"]
+    assert header.split()[:9] == ["group", "runs", "mean", "of", "last", "10", "episode_return", "(mean)", "interval"]
+
+
+def test_compare_iqm_of_a_few_runs_calls_its_interval_a_range(runs, capsys):
+    a, b, c = runs
+    assert main(["compare", str(a), str(b), str(c), "--group-by", "lr", "--statistic", "iqm"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("lr=0.001"))
+    assert row.split()[3:7] == ["[18,", "19]", "range,", "n=2"]
+
+
+def test_compare_plot_in_plain_text_draws_group_bands_sparsely(runs, capsys, monkeypatch):
+    # Without colour a band's edges are a few dots: the groups' curves, each in its own
+    # character, stay in sight.
+    monkeypatch.setenv("COLUMNS", "80")
+    a, b, c = runs
+    assert main(["compare", str(a), str(b), str(c), "--group-by", "lr", "--plot", "--smooth", "0"]) == 0
+    out = capsys.readouterr().out
+    body = out[out.index("┌"):]
+    legend = re.findall(r"[│┤] (\S)\1 lr=", body)
+    assert len(legend) == 2 and legend[0] != legend[1]
+    curves = [body.count(mark) - 2 for mark in legend]  # less the legend's two
+    assert min(curves) > 20 and body.count(".") <= 2 * 2 * (100 // 8 + 1)  # two edges of two groups
 
 
 def test_compare_plot_is_plain_text_with_readable_steps(tmp_path, capsys, monkeypatch):
@@ -207,7 +248,7 @@ def test_compare_and_group_by_of_returns_at_float_range_warn_of_nothing(tmp_path
             out = capsys.readouterr().out
             rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()}
             assert rows["huge"][4:6] == ["-", "1.7e+308"]  # the mean of its last 10 overflows
-            assert rows["seed=1"][1:5] == ["1", "12", "[12,", "12]"]
+            assert rows["seed=1"][1:5] == ["1", "12", "-", "n=1"]  # one run: no interval
         assert main(["compare", str(huge), str(plain), "--plot"]) == 0
     plot = capsys.readouterr().out.split("episode_return (EMA")[1]
     assert "plain" in plot and "huge" not in plot  # no point of it can be drawn

@@ -331,6 +331,9 @@ def _two_processes(tmp: Path, *, module_in_process_1: bool, peer_timeout: int = 
     return results
 
 
+# Slow: two processes learning. The test below (a process without the module) shows that
+# each process imports the env module itself; test_multiprocess.py covers training over two.
+@pytest.mark.slow
 def test_a_custom_env_trains_over_two_processes(tmp_path):
     (code0, err0), (code1, err1) = _two_processes(tmp_path, module_in_process_1=True)
     assert code0 == 0, err0[-3000:]

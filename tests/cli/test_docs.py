@@ -84,7 +84,7 @@ def test_relative_links_resolve():
 
 
 # The section of the presets page that holds each algorithm's results table.
-RESULTS_SECTIONS = {"ppo": "## Results", "pqn": "## PQN"}
+RESULTS_SECTIONS = {"ppo": "## Results", "pqn": "## PQN", "dqn": "## DQN"}
 
 
 def test_presets_results_tables_match_the_presets_records():
@@ -122,7 +122,7 @@ def test_each_algorithms_section_names_its_live_keys_and_its_defaults():
         for key, value in algorithm.defaults.items():
             said = re.search(rf"`{key} = ([^`]+)`", section)
             assert said is not None, (name, key)
-            if isinstance(value, (int, float)):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
                 assert float(said.group(1)) == value, (name, key)
             else:
                 assert said.group(1).strip('"') == show_setting(value), (name, key)

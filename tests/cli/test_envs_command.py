@@ -43,8 +43,11 @@ def test_the_listing_shows_the_algorithms_with_settings_for_each_env(capsys):
     column = header.index(envs.TUNED_FOR)
     rows = {line.split()[0]: line for line in lines[1:] if line.strip() and not line.startswith(" ")}
 
+    # The column is as wide as its widest entry, which one space then follows.
+    width = max(len(envs.TUNED_FOR), *(len(", ".join(envs.algorithms_with_settings(env))) for env in rows))
+
     def tuned(env: str) -> str:
-        return rows[env][column:].split("  ")[0]
+        return rows[env][column:column + width].rstrip()
 
     for env in ("CartPole-v1", "Acrobot-v1", "Breakout-MinAtar"):
         assert tuned(env) == ", ".join(envs.algorithms_with_settings(env)) and "pqn" in tuned(env), env

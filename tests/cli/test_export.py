@@ -69,12 +69,12 @@ def test_export_of_an_older_run_without_events_and_with_a_partial_last_line(tmp_
     (run / "events.jsonl").unlink()
     with open(run / "metrics.jsonl", "a") as f:
         f.write('{"update": 6, "env_st')  # the run is being written, or crashed mid-line
-    assert main(["export", str(run), "--tensorboard"]) == 0  # default: RUN_DIR/tb
+    assert main(["export", str(run), "--tensorboard"]) == 0  # default: the run directory, a run by its name
     assert capsys.readouterr().err == ""  # a partial last line is not damage
 
     from test_loggers import accumulate, assert_matches
 
-    assert_matches(accumulate(run / "tb"), read_run(run).records)
+    assert_matches(accumulate(run), read_run(run).records)
     assert len(read_run(run).records) == 5
     assert main(["export", str(run), "--tensorboard"]) == 2  # never over existing event files
     assert "already holds event files" in capsys.readouterr().err
@@ -192,7 +192,7 @@ def test_not_a_run_is_one_line_and_exit_2(tmp_path, capsys, make, message):
 def test_export_needs_a_format(tmp_path, capsys):
     run = make_run(tmp_path / "run", 2)
     assert main(["export", str(run)]) == 2
-    assert "--tensorboard [DIR] and/or --csv FILE" in capsys.readouterr().err
+    assert "--tensorboard [DIR], --csv FILE, --policy FILE and/or --onnx FILE" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads any directory")

@@ -109,24 +109,30 @@ def test_csv_of_a_population_with_several_seeds_names_each_members_seeds(tmp_pat
     assert read_run(run).column("members/2/episode_return/seed_1")[1][:2] == pytest.approx([31.0, 61.0])
 
 
-def test_tensorboard_export_has_member_tags_and_population_events(tmp_path, capsys):
+def test_tensorboard_export_makes_each_member_a_run_and_keeps_population_events(tmp_path, capsys):
     pytest.importorskip("tensorboardX", reason="the tensorboard extra is not installed")
     from rltui.loggers.tensorboard import read_events
 
     run = make_population_run(tmp_path / "pop")
     assert main(["export", str(run), "--tensorboard", str(tmp_path / "tb")]) == 0
     capsys.readouterr()
-    scalars: dict[str, list[tuple[int, float]]] = {}
-    texts = []
-    for event in read_events(tmp_path / "tb"):
-        for value in event.summary.value:
-            if value.tag == "events/text_summary":
-                texts.append((event.step, b"".join(value.tensor.string_val).decode()))
-            elif value.HasField("simple_value"):
-                scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
-    assert {f"members/{m}/episode_return" for m in range(3)} <= set(scalars)
-    assert scalars["members/2/episode_return"][:2] == [(STEPS, pytest.approx(30.0)), (2 * STEPS, pytest.approx(60.0))]
-    assert [step for step, _ in scalars["members/0/episode_return"]] == [u * STEPS for u in range(1, 9)]
+
+    def read(directory: Path) -> tuple[dict[str, list[tuple[int, float]]], list[tuple[int, str]]]:
+        scalars: dict[str, list[tuple[int, float]]] = {}
+        texts = []
+        for event in read_events(directory):
+            for value in event.summary.value:
+                if value.tag == "events/text_summary":
+                    texts.append((event.step, b"".join(value.tensor.string_val).decode()))
+                elif value.HasField("simple_value"):
+                    scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
+        return scalars, texts
+
+    population, texts = read(tmp_path / "tb")
+    members = [read(tmp_path / "tb" / f"member_{m}")[0] for m in range(3)]
+    assert members[2]["train/episode_return"][:2] == [(STEPS, pytest.approx(30.0)), (2 * STEPS, pytest.approx(60.0))]
+    assert [step for step, _ in members[0]["train/episode_return"]] == [u * STEPS for u in range(1, 9)]
+    assert "train/episode_return" in population and not [tag for tag in population if "members/" in tag]
     assert (4 * STEPS, "**population pbt**: member 0 <- member 2 (lr=0.0024)") in texts
     assert (8 * STEPS, "**population freeze**: froze member 0") in texts
 

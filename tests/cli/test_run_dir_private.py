@@ -43,12 +43,12 @@ def test_a_runs_files_are_its_owners_and_a_resume_makes_an_older_runs_so(tmp_pat
         first = rltui(["launch", "--no-ui", "--run-dir", str(run_dir), *budget], tmp_path, timeout=300)
     assert first.returncode == 0, first.stderr
     names = {str(p.relative_to(run_dir)) for p in run_dir.rglob("*")}
-    assert {"config.toml", "metrics.jsonl", "events.jsonl", "rltui.lock", "checkpoints", "tb"} <= names, names
-    assert any(name.startswith("tb/events.out.tfevents.") for name in names), names
+    assert {"config.toml", "metrics.jsonl", "events.jsonl", "rltui.lock", "checkpoints"} <= names, names
+    assert any(name.startswith("events.out.tfevents.") for name in names), names
     assert open_to_others(run_dir) == {}
 
     # A run written before this rule, or copied in: everything open to others.
-    (run_dir / "tb" / "written-by-a-library.txt").write_text("x")
+    (run_dir / "checkpoints" / "written-by-a-library.txt").write_text("x")
     for path in [run_dir, *run_dir.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     with umask(0o022):
@@ -114,7 +114,8 @@ def test_a_run_in_a_folder_of_yours_makes_only_its_own_files_private(tmp_path, s
     assert done.returncode == 0, done.stderr
     assert mode(folder) == 0o2775  # the folder is the user's: its mode and group sharing stay
     assert_users_files_untouched(folder)
-    for name in ("config.toml", "metrics.jsonl", "events.jsonl", "rltui.lock", "checkpoints", "tb"):
+    [event_file] = folder.glob("events.out.tfevents.*")
+    for name in ("config.toml", "metrics.jsonl", "events.jsonl", "rltui.lock", "checkpoints", event_file.name):
         assert mode(folder / name) & 0o077 == 0, name
 
 
@@ -194,7 +195,8 @@ def test_an_export_into_a_folder_you_name_keeps_your_umask(tmp_path, finished_ru
 
     run_dir = tmp_path / "run"
     shutil.copytree(finished_run, run_dir)
-    shutil.rmtree(run_dir / "tb")
+    for event_file in run_dir.glob("events.out.tfevents.*"):
+        event_file.unlink()
     with umask(0o022):
         shared = rltui(["export", str(run_dir), "--tensorboard", str(tmp_path / "shared" / "run")], tmp_path,
                        cache=shared_cache, timeout=120)
@@ -202,5 +204,5 @@ def test_an_export_into_a_folder_you_name_keeps_your_umask(tmp_path, finished_ru
     assert shared.returncode == 0 and own.returncode == 0, shared.stderr + own.stderr
     [exported] = (tmp_path / "shared" / "run").iterdir()
     assert (mode(tmp_path / "shared" / "run"), mode(exported)) == (0o755, 0o644)
-    [in_run] = (run_dir / "tb").iterdir()
-    assert (mode(run_dir / "tb"), mode(in_run)) == (0o700, 0o600)
+    [in_run] = run_dir.glob("events.out.tfevents.*")
+    assert (mode(run_dir), mode(in_run)) == (0o700, 0o600)

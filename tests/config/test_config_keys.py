@@ -56,9 +56,10 @@ def test_trainer_types_have_one_field_per_trainer_key():
 
 def test_live_resumable_and_editor_sets_follow_the_table():
     assert set(LIVE_HPARAMS) == {k.name for k in TRAINER_KEYS if k.live}
+    # replay_in_checkpoint is static (a trainer key) but changes no program: a resume may change it.
     assert RESUMABLE_KEYS == {name for name, k in KEYS.items() if k.kind != STATIC} - {
         "seed", "env_kwargs", "sweep", "sweep_size", "sweep_seed"
-    }
+    } | {"replay_in_checkpoint"}
     for algo in ALGORITHMS:
         assert ALGO_HPARAMS[algo] == tuple(k.name for k in TRAINER_KEYS if k.live and k.reads(algo))
     assert "clip_eps" not in ALGO_HPARAMS["reinforce"] and "baseline" not in ALGO_HPARAMS["ppo"]
@@ -102,10 +103,16 @@ def test_the_resolved_config_reaches_the_trainer_as_declared():
 
 def test_each_algorithm_declares_its_own_keys_metrics_and_defaults_once():
     """An algorithm's package declares the keys and metrics only it has (marked as its own in
-    the shared tables) and its own defaults, which a run of it starts from."""
+    the shared tables; one it lists with other algorithms, as their own), and its own
+    defaults, which a run of it starts from."""
+    table = {key.name: key for key in TRAINER_KEYS}
+    metrics = {spec.name: spec for spec in metrics_spec.METRICS}
     for name, algorithm in ALGORITHMS.items():
-        assert all(key.algos == (name,) and key in TRAINER_KEYS for key in algorithm.keys), name
-        assert all(spec.algos == (name,) and spec in metrics_spec.METRICS for spec in algorithm.metrics), name
+        assert all(key.algos == (name,) for key in algorithm.keys), name
+        assert all(table[key.name] == dataclasses.replace(key, algos=table[key.name].algos)
+                   and name in table[key.name].algos for key in algorithm.keys), name
+        assert all(metrics[spec.name] == dataclasses.replace(spec, algos=metrics[spec.name].algos)
+                   and name in metrics[spec.name].algos for spec in algorithm.metrics), name
         config = build_config({}, {"algo": name}, use_preset=False)
         for key, value in algorithm.defaults.items():
             assert coerce_value(key, value) == value and getattr(config, key) == value, (name, key)

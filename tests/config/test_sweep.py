@@ -146,7 +146,8 @@ BAD_SWEEPS = [
     pytest.param(["--sweep", "lrr=[1e-4]"],
                  "lrr: unknown key in the sweep; did you mean lr? sweepable keys: lr, gamma, q_lambda, eps_start, "
                  "eps_end, eps_decay, gae_lambda, bootstrap_truncated, clip_eps, ent_coef, vf_coef, max_grad_norm, "
-                 "anneal_lr, baseline, normalize_returns, reward_scale",
+                 "learning_starts, replay_ratio, tau, target_period, double_q, anneal_lr, baseline, "
+                 "normalize_returns, reward_scale",
                  id="unknown-key"),
     pytest.param(["--sweep", "num_envs=[4,8]"],
                  "num_envs: cannot be swept: it changes the compiled program's shapes; launch one run per value",

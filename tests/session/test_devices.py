@@ -212,7 +212,7 @@ def test_failing_psutil_call_is_reported(monkeypatch):
     (DeviceStats(unavailable={"cpu": "psutil missing", "gpu": "no driver", "jax": "JAX not loaded"}),
      ["JAX devices unavailable (JAX not loaded)", "CPU unavailable (psutil missing)", "GPU unavailable (no driver)"]),
     (DeviceStats(process_rss=2**20, jax_process=14554),
-     ["JAX devices: see the status line", "RSS 1.0 MiB", "no NVIDIA GPU"]),
+     ["JAX devices: the run's (not described)", "RSS 1.0 MiB", "no NVIDIA GPU"]),
     (DeviceStats(cpu_percent=(0.0, 100.0), process_rss=2**20, memory_total=2**30,
                  jax_devices=(JaxDeviceStats("gpu", 0, "H200", 2**30, 2**31),),
                  gpus=(GpuStats(0, "H200", None, None, None),)),
@@ -226,6 +226,13 @@ def test_device_panel_text(stats, expected):
     from rltui.ui.widgets.devices import describe_stats
 
     assert describe_stats(stats).plain.splitlines() == expected
+
+
+def test_an_attached_runs_devices_are_the_ones_it_describes():
+    from rltui.ui.widgets.devices import describe_stats
+
+    stats = DeviceStats(process_rss=2**20, jax_process=14554)
+    assert describe_stats(stats, ("cpu:0 cpu", "cpu:1 cpu")).plain.splitlines()[:2] == ["cpu:0 cpu", "cpu:1 cpu"]
 
 
 def test_a_watched_run_that_has_ended_is_said_in_words():

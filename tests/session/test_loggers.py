@@ -21,7 +21,8 @@ import pytest
 
 from rltui.config.build import build_config
 from rltui.config.keys import ConfigError
-from rltui.loggers.base import check_loggers, scalars
+from rltui.loggers.base import check_loggers
+from rltui.loggers.layout import record_scalars
 from rltui.loggers.listener import LoggerListener, open_loggers
 from rltui.session.events import SessionEvent, SessionState
 
@@ -66,7 +67,7 @@ def assert_matches(accumulator, records: list[dict]) -> None:
     """Every tag holds exactly the records' values at their env steps."""
     expected: dict[str, list[tuple[int, float]]] = {}
     for rec in records:
-        for tag, value in scalars(rec).items():
+        for tag, value in record_scalars(rec).run.items():
             expected.setdefault(tag, []).append((rec["env_steps"], value))
     assert set(accumulator.Tags()["scalars"]) == set(expected)
     for tag, points in expected.items():
@@ -77,6 +78,24 @@ def assert_matches(accumulator, records: list[dict]) -> None:
 
 
 CONFIG = {"env": "CartPole-v1", "lr": 3e-4, "hidden_sizes": [16], "loggers": ["tensorboard"], "anneal_lr": False}
+
+
+# --- the layout both loggers share -----------------------------------------------------------
+
+
+def test_series_are_grouped_as_each_metric_declares_and_hparams_are_the_keys_read():
+    from rltui.loggers.layout import hparam_keys
+    from trainers.metrics_spec import METRICS
+
+    tags = record_scalars({**record(2, seeds=2), "eval_return": 50.0, "epsilon": 0.5, "td_loss": 0.1}).run
+    assert set(tags) == {"train/episode_return", "train/episode_return/seed_0", "train/episode_return/seed_1",
+                         "loss/policy_loss", "schedule/lr", "train/sps", "eval/eval_return", "schedule/epsilon",
+                         "loss/td_loss"}  # update and wall_time are each point's step and time, not series
+    assert {spec.tag.split("/")[0] for spec in METRICS} == {"train", "loss", "eval", "schedule"}
+    ppo, pqn = hparam_keys("ppo"), hparam_keys("pqn")
+    assert {"lr", "clip_eps", "gae_lambda", "env", "seed"} <= set(ppo) and len(ppo) < 30
+    assert "q_lambda" in pqn and not {"clip_eps", "ent_coef"} & set(pqn)
+    assert not {"loggers", "chunk_seconds", "checkpoint_minutes", "sweep", "total_timesteps"} & set(ppo)
 
 
 # --- the TensorBoard logger ---------------------------------------------------------------
@@ -95,15 +114,16 @@ def test_event_files_hold_every_metric_per_seed_config_and_events(tmp_path):
 
     acc = accumulate(tb)
     assert_matches(acc, records)
-    assert series(acc, "episode_return/seed_2")[0] == (2 * STEPS, pytest.approx(4.0))
+    assert series(acc, "train/episode_return/seed_2")[0] == (2 * STEPS, pytest.approx(4.0))
+    assert {"train/episode_return", "loss/policy_loss", "schedule/lr", "train/sps"} <= set(acc.Tags()["scalars"])
     assert texts(acc, "events") == [
         (4 * STEPS, "**paused**: paused at update 4\n\n**hparams**: set lr=0.001"),
         (10 * STEPS, "**finished**: finished 10 updates"),
     ]
     [(step, config)] = texts(acc, CONFIG_TAG)
     assert step == 0 and 'env = "CartPole-v1"' in config
-    hparams = acc.PluginTagToContent("hparams")
-    assert "_hparams_/session_start_info" in hparams and "_hparams_/experiment" in hparams
+    # A session's hyperparameters, and no experiment: TensorBoard would take one run's for all.
+    assert list(acc.PluginTagToContent("hparams")) == ["_hparams_/session_start_info"]
 
 
 def test_rollback_cuts_back_so_no_step_repeats(tmp_path):
@@ -141,7 +161,7 @@ def test_resume_goes_on_in_the_same_run_without_duplicates(tmp_path):
     acc = accumulate(tb)
     assert_matches(acc, [record(u) for u in range(1, 6)] + resumed)
     assert len(texts(acc, CONFIG_TAG)) == 1  # the configuration once, at step 0
-    steps = [e.step for e in read_events(tb) if any(v.tag == "policy_loss" for v in e.summary.value)]
+    steps = [e.step for e in read_events(tb) if any(v.tag == "loss/policy_loss" for v in e.summary.value)]
     assert steps == sorted(set(steps))
 
 
@@ -199,7 +219,7 @@ def test_an_event_record_past_its_bound_is_refused_in_one_line_naming_the_file(t
     [path] = list(tb.iterdir())
     monkeypatch.setattr(read_limits, "EVENT_RECORD_BYTES", 64)  # the configuration's text is longer
     warnings: list[str] = []
-    listener = open_loggers(("tensorboard",), tmp_path, CONFIG, STEPS, warnings.append)
+    listener = open_loggers(("tensorboard",), tb, CONFIG, STEPS, warnings.append)
     listener.on_state(SessionState.FINISHED, None)
     assert len(warnings) == 1
     assert re.fullmatch(rf"logger tensorboard could not start \(ReadLimitError: {re.escape(str(path))} holds a "
@@ -293,7 +313,7 @@ class FullDisk:
 def test_a_tensorboard_directory_that_fills_gives_one_line_and_is_written_no_more(tmp_path):
     warnings: list[str] = []
     logger = TensorBoardLogger(tmp_path / "tb", CONFIG)
-    disk = logger._writer._file = FullDisk(logger._writer._file)  # the disk fills mid-run
+    disk = logger._run.writer._file = FullDisk(logger._run.writer._file)  # the disk fills mid-run
     listener = LoggerListener([logger], warnings.append, STEPS)
     for update in range(1, 4):
         listener.on_metrics(Snapshot((Rec(update),)))
@@ -414,8 +434,8 @@ def test_a_logger_error_over_several_lines_is_said_in_one():
 
 def test_a_logger_that_cannot_start_is_reported_and_left_out(tmp_path, monkeypatch):
     warnings: list[str] = []
-    (tmp_path / "tb").write_text("a file where the directory should be")
-    listener = open_loggers(("jsonl", "tensorboard"), tmp_path, CONFIG, STEPS, warnings.append)
+    (tmp_path / "run").write_text("a file where the run directory should be")
+    listener = open_loggers(("jsonl", "tensorboard"), tmp_path / "run", CONFIG, STEPS, warnings.append)
     listener.on_state(SessionState.FINISHED, None)  # it starts on a thread of its own
     assert listener.active == ()
     assert len(warnings) == 1 and warnings[0].startswith("logger tensorboard could not start")
@@ -492,9 +512,9 @@ def test_a_run_and_its_resume_write_tensorboard_equal_to_metrics_jsonl(tmp_path)
         cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300,
     )
     assert first.returncode == 0, first.stderr
-    acc = accumulate(run / "tb")
+    acc = accumulate(run)  # the run's own name in `tensorboard --logdir runs/`
     assert_matches(acc, read_metrics(run))
-    assert "episode_return/seed_1" in acc.Tags()["scalars"]
+    assert "train/episode_return/seed_1" in acc.Tags()["scalars"]
     assert [kind for _, text in texts(acc, "events") for kind in ("compiled", "finished") if kind in text]
 
     # Resume from an earlier checkpoint than the last (chunk boundaries, where checkpoints
@@ -510,7 +530,7 @@ def test_a_run_and_its_resume_write_tensorboard_equal_to_metrics_jsonl(tmp_path)
     assert second.returncode == 0, second.stderr
     records = read_metrics(run)
     assert [r["update"] for r in records] == list(range(1, 13))
-    assert_matches(accumulate(run / "tb"), records)
+    assert_matches(accumulate(run), records)
 
 
 # W&B whose server never answers, as with no network: its start waits for ever.
@@ -598,7 +618,7 @@ def test_wandb_offline_writes_its_run_directory(tmp_path, monkeypatch):
     [run_dir] = list((tmp_path / "wandb").glob(f"offline-run-*-{run_id}"))
     [log] = list(run_dir.glob(f"run-{run_id}.wandb"))
     data = log.read_bytes()  # W&B's own record log, synced later by `wandb sync`
-    for needle in (b"CartPole-v1", b"episode_return/seed_1", b"env_steps", b"paused at update 5"):
+    for needle in (b"CartPole-v1", b"train/episode_return/seed_1", b"env_steps", b"paused at update 5"):
         assert needle in data, needle
 
     again = WandbLogger(tmp_path, CONFIG)  # a resumed run goes on in the same W&B run

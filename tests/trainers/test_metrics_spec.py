@@ -74,7 +74,8 @@ def test_every_declared_metric_is_in_the_sessions_snapshot_and_metrics_jsonl():
     assert all(len(values) == 3 and all(math.isfinite(v) for v in values) for values in snapshot.history.values())
     row = snapshot.new_records[-1].to_json()
     assert {spec.name for spec in metrics_spec.METRICS if spec.source == "trainer"} <= set(row)
-    assert {spec.name: type(row[spec.name]) for spec in metrics_spec.METRICS if spec.integer} == {"episodes": int}
+    assert {spec.name: type(row[spec.name]) for spec in metrics_spec.METRICS if spec.integer} == {"episodes": int,
+                                                                                              "gradient_steps": int}
 
 
 def test_the_headless_line_shows_every_metric_declared_for_it_with_its_label_and_format():
@@ -98,7 +99,8 @@ def test_the_dashboard_shows_the_metrics_declared_for_it_in_declared_order():
     # What the dashboard has shown all along: every metric on the chart but the episode count.
     assert {name for name, _ in CHART_METRICS} == DECLARED - {"episodes"}
     assert [name for name, _ in SPARKLINE_METRICS] == [
-        "episode_return", "td_loss", "q_mean", "epsilon", "policy_loss", "value_loss", "entropy", "approx_kl", "lr"
+        "episode_return", "td_loss", "q_mean", "epsilon", "policy_loss", "value_loss", "entropy", "approx_kl",
+        "buffer_fill", "lr"
     ]
 
 
@@ -108,10 +110,13 @@ def test_the_metrics_an_algorithm_never_defines_are_the_declared_ones():
         own = {spec.name for spec in algorithm.metrics}
         assert own <= DECLARED and not own & set(metrics_spec.undefined_metrics(algo))
         others = {spec.name for other in ALGORITHMS.values() if other is not algorithm for spec in other.metrics}
-        assert set(metrics_spec.undefined_metrics(algo)) == others | set(algorithm.unused_metrics)
-    assert metrics_spec.undefined_metrics("reinforce") == ("td_loss", "q_mean", "epsilon", "clip_frac")
-    assert metrics_spec.undefined_metrics("ppo") == ("td_loss", "q_mean", "epsilon")
+        assert set(metrics_spec.undefined_metrics(algo)) == (others - own) | set(algorithm.unused_metrics)
+    replay = ("buffer_fill", "gradient_steps")
+    assert metrics_spec.undefined_metrics("reinforce") == ("td_loss", "q_mean", "epsilon", "clip_frac", *replay)
+    assert metrics_spec.undefined_metrics("ppo") == ("td_loss", "q_mean", "epsilon", *replay)
     assert set(metrics_spec.undefined_metrics("pqn")) == {"policy_loss", "value_loss", "entropy", "approx_kl",
+                                                          "clip_frac", *replay}
+    assert set(metrics_spec.undefined_metrics("dqn")) == {"policy_loss", "value_loss", "entropy", "approx_kl",
                                                           "clip_frac"}
 
 

@@ -12,10 +12,10 @@ import pytest
 
 SCRIPT = textwrap.dedent(
     """
-    import json, sys
+    import dataclasses, json, sys
     import jax, numpy as np
     sys.path.insert(0, sys.argv[1])
-    from helpers import build, host_metrics
+    from helpers import build
     from trainers.hparams import StaticConfig
 
     algo, network, inputs = sys.argv[2:5]
@@ -24,57 +24,41 @@ SCRIPT = textwrap.dedent(
                           normalize_obs=inputs == "normalized", normalize_rewards=inputs == "normalized")
     loss = "td_loss" if algo == "pqn" else "policy_loss"
     devices = jax.local_devices()
+
+    # Three seeds vmapped inside the two-device map: the same agents as on one device, and the
+    # checkpoint layout (seed axis, global env axis) does not depend on the device count.
+    from trainers import checkpoint
+    static = dataclasses.replace(static, num_seeds=3)
     two, state2, hp = build(static, seed=1, devices=devices[:2])
     one, state1, _ = build(static, seed=1, devices=devices[:1])
     state2, m2 = two.run_chunk(state2, hp, 3)
     state1, m1 = one.run_chunk(state1, hp, 3)
-    p2 = [np.asarray(x) for x in jax.tree.leaves(state2.params)]
-    p1 = [np.asarray(x)[0] for x in jax.tree.leaves(state1.params)]
-    out = {
-        "num_devices": len(devices),
-        "replicas_identical": all(np.array_equal(x[0], x[1]) for x in p2),
-        "max_abs_diff_vs_one_device": max(float(np.max(np.abs(x[0] - y))) for x, y in zip(p2, p1)),
-        "param_change": max(float(np.max(np.abs(x[0]))) for x in p2),
-        "loss_two": host_metrics(m2)[loss].tolist(),
-        "loss_one": host_metrics(m1)[loss].tolist(),
-        # normalisation statistics merged over both devices' envs: equal to one device's
-        "stats_max_abs_diff": (
-            0.0 if state1.obs_stats is None
-            else max(float(np.max(np.abs(np.asarray(a)[0] - np.asarray(b)[0]))) for a, b in
-                     zip(jax.tree.leaves((state2.obs_stats, state2.return_stats)),
-                         jax.tree.leaves((state1.obs_stats, state1.return_stats))))
-        ),
-        "stats_replicas_identical": all(np.array_equal(np.asarray(x)[0], np.asarray(x)[1])
-                                        for x in jax.tree.leaves((state2.obs_stats, state2.return_stats))),
-        "hidden_max_abs_diff": (
-            0.0 if state1.hidden is None
-            else float(np.max(np.abs(np.asarray(state2.hidden).reshape(4, -1) - np.asarray(state1.hidden)[0])))
-        ),
-    }
-
-    # Three seeds vmapped inside the two-device map: same agents as on one device, and the
-    # checkpoint layout (seed axis, global env axis) does not depend on the device count.
-    from trainers import checkpoint
-    import dataclasses
-    seeded = dataclasses.replace(static, num_seeds=3)
-    two, state2, hp = build(seeded, seed=1, devices=devices[:2])
-    one, state1, _ = build(seeded, seed=1, devices=devices[:1])
-    state2, m2 = two.run_chunk(state2, hp, 3)
-    state1, m1 = one.run_chunk(state1, hp, 3)
     port2, port1 = checkpoint.to_portable(state2), checkpoint.to_portable(state1)
+
     # relative above 1: normalisation counts (~200) differ by an ulp between the two summations
     def relative(a, b):
         a, b = np.asarray(a, float), np.asarray(b, float)
-        return float(np.max(np.abs(a - b) / np.maximum(1.0, np.abs(b))))
+        return float(np.max(np.abs(a - b) / np.maximum(1.0, np.abs(b)), initial=0.0))
 
-    diffs = [relative(a, b) for a, b in zip(jax.tree.leaves(port2), jax.tree.leaves(port1))]
-    out["seeds_metrics_shape"] = list(getattr(m2.per_update, loss).shape)
-    params2 = jax.tree.leaves(jax.device_get(state2.params))
-    out["seeds_replicas_identical"] = all(np.array_equal(x[0], x[1]) for x in params2)
-    out["seeds_max_abs_diff_vs_one_device"] = max(diffs)
-    out["seeds_obs_shape"] = list(port2.obs.shape)
+    def replicas_identical(tree):
+        return all(np.array_equal(np.asarray(x)[0], np.asarray(x)[1]) for x in jax.tree.leaves(tree))
+
+    loss2, loss1 = (np.asarray(getattr(m.per_update, loss))[:, :3] for m in (m2, m1))
     first_leaf = jax.tree.leaves(port2.params)[0]
-    out["seeds_differ"] = not np.allclose(first_leaf[0], first_leaf[1])
+    out = {
+        "num_devices": len(devices),
+        "metrics_shape": list(getattr(m2.per_update, loss).shape),
+        # params, optimiser, env states, observations, hidden states, normalisation statistics
+        "max_diff_vs_one_device": {field: max((relative(a, b) for a, b in zip(
+            jax.tree.leaves(getattr(port2, field)), jax.tree.leaves(getattr(port1, field)))), default=0.0)
+            for field in port2.__dataclass_fields__},
+        "loss_max_diff": float(np.max(np.abs(loss2 - loss1))),
+        "losses_finite": bool(np.all(np.isfinite(loss2))),
+        "params_replicas_identical": replicas_identical(state2.params),
+        "stats_replicas_identical": replicas_identical((state2.obs_stats, state2.return_stats)),
+        "obs_shape": list(port2.obs.shape),
+        "seeds_differ": not np.allclose(first_leaf[0], first_leaf[1]),
+    }
     print("RESULT " + json.dumps(out))
     """
 )
@@ -102,16 +86,13 @@ def test_two_devices_keep_identical_params_equal_to_one_device(algo, network, in
     line = next(out for out in proc.stdout.splitlines() if out.startswith("RESULT "))
     result = json.loads(line[len("RESULT "):])
     assert result["num_devices"] == 2
-    assert result["replicas_identical"]
-    assert result["max_abs_diff_vs_one_device"] < 1e-5
-    assert len(result["loss_two"]) == 3
-    for a, b in zip(result["loss_two"], result["loss_one"]):
-        assert abs(a - b) < 1e-5
-    assert result["seeds_metrics_shape"] == [3, 8]
-    assert result["seeds_replicas_identical"]
-    assert result["seeds_max_abs_diff_vs_one_device"] < 1e-5
-    assert result["seeds_obs_shape"] == [3, 4, 4]  # (seeds, all envs, obs)
+    assert result["metrics_shape"] == [3, 8]  # (seeds, the chunk's updates)
+    assert result["params_replicas_identical"] and result["stats_replicas_identical"]
+    assert result["losses_finite"] and result["loss_max_diff"] < 1e-5
+    # Normalisation statistics sum over twice as many terms per device pair: a looser bound.
+    bounds = {"obs_stats": 1e-4, "return_stats": 1e-4}
+    differ = {field: diff for field, diff in result["max_diff_vs_one_device"].items()
+              if not diff < bounds.get(field, 1e-5)}
+    assert not differ, differ
+    assert result["obs_shape"] == [3, 4, 4]  # (seeds, all envs, obs)
     assert result["seeds_differ"]
-    assert result["hidden_max_abs_diff"] < 1e-5
-    assert result["stats_replicas_identical"]
-    assert result["stats_max_abs_diff"] < 1e-4

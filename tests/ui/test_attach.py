@@ -200,7 +200,7 @@ async def test_attach_to_a_real_headless_run_detach_reattach_and_stop(tmp_path):
         async def second(app, pilot):
             await until(pilot, lambda: "set lr 0.00025 -> 0.001" in app.dashboard.events_log.text)
             assert status_text(app) == "paused" and app.latest.update == paused_at
-            assert re.search(r"^lr +0\.001$", str(app.dashboard.query_one("#hp-dynamic").content), re.M)
+            assert re.search(r"^lr +0\.001 \(start\)$", str(app.dashboard.query_one("#hp-dynamic").content), re.M)
             await pilot.press("p")
             await until(pilot, lambda: app.latest.update > paused_at, timeout=30)
             await pilot.press("k", "y")

@@ -405,3 +405,51 @@ async def test_the_leaderboard_title_counts_seeds_in_words(tmp_path, seeds, titl
     async with app.run_test(size=(120, 40)) as pilot:
         board = await started(app, pilot, fake)
         assert str(board.border_title) == f"leaderboard: {title} (s)"
+
+
+
+class ReshufflingFake(PopulationFake):
+    """Each snapshot ranks the members anew (member u mod 6 leads at update u): under a live
+    sort by latest return the rows reorder between key presses."""
+
+    def advance(self, updates, overrides=None):
+        update = self._update + updates
+        listeners, self._listeners = self._listeners, []
+        try:
+            snapshot = super().advance(updates, overrides)
+        finally:
+            self._listeners = listeners
+        view = snapshot.population
+        members = tuple(dataclasses.replace(m, latest_return=float(-((m.index - update) % len(LRS))))
+                        for m in view.members)
+        snapshot = dataclasses.replace(snapshot, population=dataclasses.replace(view, members=members))
+        for listener in self._listeners:
+            listener.on_metrics(snapshot)
+        return snapshot
+
+
+async def test_the_rows_hold_their_order_while_the_user_moves_the_cursor(tmp_path):
+    from rltui.ui.widgets.leaderboard import HOLD_SECONDS
+
+    fake = ReshufflingFake()
+    app = make_app(tmp_path, fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        board = await started(app, pilot, fake, updates=6)
+        now = [0.0]
+        board.clock = lambda: now[0]
+        shown = board.order
+        for _ in range(5):  # a snapshot that would reorder the rows between key presses
+            await pilot.press("down")
+            view = board.view
+            fake.on_thread(fake.advance, 1)
+            await until(pilot, lambda: board.view is not view)
+            now[0] += 0.5
+            assert board.order == shown
+        await pilot.press("f")  # the member on the row moved to, as it was shown
+        await until(pilot, lambda: fake.commands_of(FreezeMembers))
+        assert fake.commands_of(FreezeMembers)[-1] == FreezeMembers((shown[5],), True)
+        # Once the user has stopped moving, a snapshot sorts again; the cursor goes with its member.
+        now[0] += HOLD_SECONDS
+        fake.on_thread(fake.advance, 2)
+        await until(pilot, lambda: board.order != shown)
+        assert board.cursor_member == shown[5]

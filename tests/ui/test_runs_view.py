@@ -231,6 +231,7 @@ async def test_overlay_smoothing_and_config_differences(runs_dir, tmp_path):
 
 
 async def test_grouping_matches_compare_group_by(runs_dir, tmp_path):
+    from rltui.runfiles.statistics import t_quantile
     from rltui.ui.widgets.runs_chart import RunsChart
 
     app = make_app(runs_dir, tmp_path)
@@ -255,7 +256,8 @@ async def test_grouping_matches_compare_group_by(runs_dir, tmp_path):
         # lr=0.001: b (3u) and c (3u + 1) smoothed alike, so their mean is b's curve + 0.5.
         pair = chart.shown.bands[1]
         assert np.all(pair.low <= pair.center + 1e-9) and np.all(pair.center <= pair.high + 1e-9)
-        assert np.nanmax(pair.high - pair.low) == pytest.approx(1.0)
+        # Their t interval: two runs 1 apart, s = 1 / sqrt(2), so 2 x t(0.975, 1) x s / sqrt(2) wide.
+        assert np.nanmax(pair.high - pair.low) == pytest.approx(t_quantile(0.975, 1))
         await pilot.press("i")
         await until(pilot, lambda: chart.shown.statistic == "iqm")
 

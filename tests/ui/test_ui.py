@@ -231,7 +231,7 @@ async def test_an_edit_applied_while_paused_shows_at_once(tmp_path):
         await pilot.press("e", "1", "e", "-", "3", "enter")
         await until(pilot, lambda: "set lr" in app.dashboard.events_log.text)
         shown = str(app.dashboard.query_one("#hp-dynamic").content)
-        assert shown.splitlines()[0].split() == ["lr", "0.001"], shown
+        assert shown.splitlines()[0].split() == ["lr", "0.001", "(start)"], shown  # annealed from it
 
     await run_scenario(fake, tmp_path, scenario)
 
@@ -567,7 +567,7 @@ async def test_elapsed_goes_on_while_paused_and_stops_when_the_run_ends(tmp_path
     await run_scenario(fake, tmp_path, scenario, clock=lambda: now[0])
 
 
-@pytest.mark.parametrize("algo", ["ppo", "reinforce", "pqn"])
+@pytest.mark.parametrize("algo", ["ppo", "reinforce", "pqn", "dqn"])
 async def test_chart_passes_over_a_metric_the_algorithm_does_not_define(tmp_path, algo):
     fake = FakeSession()
     # Before any episode ends the return is NaN: still a metric the chart shows. REINFORCE
@@ -582,16 +582,18 @@ async def test_chart_passes_over_a_metric_the_algorithm_does_not_define(tmp_path
             await pilot.press("c")
             seen.append(app.dashboard.chart.metric)
         # Nor, in a run that does not evaluate, over the evaluation's metrics.
-        not_its_own = {"reinforce": {"clip_frac"}, "ppo": set(),
-                       "pqn": {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac"}}[algo]
+        policy = {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac"}
+        replay = {"buffer_fill", "gradient_steps"}
+        not_its_own = {"reinforce": {"clip_frac"} | replay, "ppo": replay, "pqn": policy | replay,
+                       "dqn": policy}[algo]
         expected = {name for name, _ in CHART_METRICS} - not_its_own - {"eval_return", "eval_return_std"}
-        if algo != "pqn":
+        if algo not in ("pqn", "dqn"):
             expected -= {"td_loss", "q_mean", "epsilon"}
         assert set(seen) == expected and len(seen) == len(CHART_METRICS)
         # The sparklines show the algorithm's own metrics only.
         sparks = {spark.id.removeprefix("spark-") for spark in app.dashboard.query(MetricSparkline)}
         assert sparks == {name for name, _ in SPARKLINE_METRICS} - not_its_own - (
-            set() if algo == "pqn" else {"td_loss", "q_mean", "epsilon"})
+            set() if algo in ("pqn", "dqn") else {"td_loss", "q_mean", "epsilon"})
 
     await run_scenario(fake, tmp_path, scenario, config=RunConfig(algo=algo))
 

@@ -45,7 +45,8 @@ def test_record_writes_an_animated_svg(run_dir, tmp_path):
     assert svg.startswith("<svg") and svg.count('<g class="f"') >= 2 and "CartPole-v1" in svg
 
 
-@pytest.mark.parametrize("target, needle", [("missing-dir/out.svg", "no such directory"), ("out.gif", ".svg")])
+@pytest.mark.parametrize("target, needle", [("missing-dir/out.svg", "no such directory"),
+                                            ("out.png", ".svg, .gif or .mp4")])
 def test_record_to_a_bad_path_is_one_line_exit_2(run_dir, tmp_path, target, needle):
     result = cli(["watch", str(run_dir), "--record", target], tmp_path)
     assert result.returncode == 2

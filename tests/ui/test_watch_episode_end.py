@@ -76,12 +76,12 @@ def test_a_recording_ends_each_episode_on_the_state_that_ended_it(tmp_path, monk
     shown = []
     compose = recording._compose
 
-    def remember(frame, p):
-        shown.append((p.episode.step, p.episode.done, LEGEND.search(frame.legend.plain)))
-        return compose(frame, p)
+    def remember(frame, caption):  # composed as each frame is played: the player is at that frame
+        shown.append((player.episode.step, player.episode.done, LEGEND.search(frame.legend.plain)))
+        return compose(frame, caption)
 
     monkeypatch.setattr(recording, "_compose", remember)
-    assert recording.record(player, 2, tmp_path / "two.svg") == len(shown)
+    assert recording.record(player, 2, tmp_path / "two.svg").frames == len(shown)
     ends = [i for i, (_, done, _) in enumerate(shown) if done]
     assert len(ends) == 2 and ends[-1] == len(shown) - 1
     for i in ends:

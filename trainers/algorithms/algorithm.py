@@ -32,6 +32,10 @@ def any_batch(config: Any, num_devices: int) -> BatchProblem:
     return None
 
 
+def from_the_policy(config: Any) -> float | None:
+    return None
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Algorithm:
     """One algorithm. `keys`: the keys only it reads, and `metrics`: the metrics only it
@@ -42,8 +46,11 @@ class Algorithm:
     environment's preset, a file and `--set`. `minibatches(config)`: the gradient steps one epoch splits a rollout's
     batch into (the rows of one step are the batch over this). `batch_problem(config,
     num_devices)`: how a batch fails its minibatch rule, checked with the split over
-    devices (`trainers.hparams.batch_split_problem`). `config` is a `StaticConfig` or a run
-    configuration: anything with the keys as attributes."""
+    devices (`trainers.hparams.batch_split_problem`). `sample_epsilon(config)`: outside
+    training (`rltui eval --sample`, an exported policy), a sampled action of a network whose
+    outputs are action values is epsilon-greedy at this rate; None: it is sampled from the
+    policy's distribution. `config` is a `StaticConfig` or a run configuration: anything with
+    the keys as attributes."""
 
     name: str
     package: str  # `__name__` of its package: where its trainer and presets are
@@ -55,6 +62,7 @@ class Algorithm:
     actions: tuple[str, ...] = ACTION_KINDS
     minibatches: Callable[[Any], int] = whole_batch
     batch_problem: Callable[[Any, int], BatchProblem] = any_batch
+    sample_epsilon: Callable[[Any], float | None] = from_the_policy
 
     def __post_init__(self):
         own = (self.name,)
@@ -102,8 +110,18 @@ def placed(shared: Iterable[Declared], additions: Iterable[Declared]) -> tuple[D
     for item in additions:
         names = [declared.name for declared in table]
         if item.name in names:
-            raise ValueError(f"{item.name}: declared twice (a name is declared once, shared or by one algorithm)")
+            table[names.index(item.name)] = _merged(table[names.index(item.name)], item)
+            continue
         if item.after is not None and item.after not in names:
             raise ValueError(f"{item.name}: placed after {item.after!r}, which is not declared before it")
         table.insert(names.index(item.after) + 1 if item.after is not None else len(table), item)
     return tuple(table)
+
+
+def _merged(placed_item: Declared, item: Declared) -> Declared:
+    """One declaration listed by several algorithms, read by all of them; a different
+    declaration of a name already placed is refused."""
+    same = dataclasses.replace(placed_item, algos=None) == dataclasses.replace(item, algos=None)
+    if not same or placed_item.algos is None or item.algos is None:
+        raise ValueError(f"{item.name}: declared twice (a name is declared once, shared or by one algorithm)")
+    return dataclasses.replace(placed_item, algos=placed_item.algos + item.algos)

@@ -19,6 +19,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
 
 from rltui.config.build import RunConfig
 from rltui.session import MetricsSnapshot, SessionEvent, SessionState
@@ -30,15 +31,46 @@ SIDE_PANELS = ("events", "hparams", "devices")
 _PAUSE_HELP = "pause / resume training at the next chunk boundary"
 
 
+# The keys the footer leaves out, in this order, where they do not all fit on its line
+# (the help lists every key): the chart's and the side panel's (the panels' titles name
+# them), then the seeds' or members' view and the watch view.
+SPARE_FOOTER_ACTIONS = ("cycle_side_panel", "pick_metric", "cycle_chart", "toggle_seed_view",
+                        "toggle_member_view", "watch")
+COMMAND_PALETTE_WIDTH = 11  # "▏^p palette"
+
+
 class KeysFooter(Footer):
     """Textual's footer redraws its keys only while the app has the focus. A browser tab
     (rltui serve) starts without it, and until a click the footer stayed blank: here the
-    keys follow the bindings whether or not the app has the focus."""
+    keys follow the bindings whether or not the app has the focus.
+
+    Where the keys do not fit its line (an attached run, paused, at 80 columns), Textual's
+    footer clips the last ones under the command palette's key and leaves a stray letter
+    beside it: this one leaves out the spare keys instead, as many as it must."""
 
     def bindings_changed(self, screen: Screen) -> None:
         self._bindings_ready = True
         if self.is_attached and screen is self.screen:
             self.call_after_refresh(self.recompose)
+
+    def compose(self):
+        widgets = list(super().compose())
+        keys = [w for w in widgets if isinstance(w, FooterKey) and not w.has_class("-command-palette")]
+        room = self.screen.size.width - COMMAND_PALETTE_WIDTH
+
+        def width(key: FooterKey) -> int:  # "k Stop run" and the space after it
+            return len(key.key_display) + len(key.description) + 2
+
+        needed = sum(width(key) for key in keys)
+        left_out = set()
+        for action in SPARE_FOOTER_ACTIONS:
+            if needed <= room:
+                break
+            for key in keys:
+                if key.action.endswith(action) and key not in left_out:
+                    left_out.add(key)
+                    needed -= width(key)
+        yield from (w for w in widgets if w not in left_out)
 
 
 class DashboardScreen(Screen):

@@ -19,6 +19,7 @@ from textual.widgets.option_list import Option
 
 from rltui.formatting import SWITCHES, fmt_hparam
 from rltui.session import validate_changes
+from rltui.ui.widgets.hparams import annealed
 from trainers.hparams import EDITABLE_HPARAMS, HParamError, hparam_rule
 
 
@@ -115,7 +116,8 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
         """The rule, the current value and an empty input for `self.field`: text typed
         (or refused) for another field must not carry over into this one."""
         current = fmt_hparam(self.field, self.values.get(self.field))
-        self.query_one("#editor-rule", Label).update(f"{self.field}: {edit_rule(self.field)} (now {current})")
+        now = f"configured {current}: annealing starts there" if annealed(self.field, self.values) else f"now {current}"
+        self.query_one("#editor-rule", Label).update(f"{self.field}: {edit_rule(self.field)} ({now})")
         value = self.query_one("#editor-value", Input)
         value.value = ""
         value.placeholder = f"new {self.field}, e.g. {current}"

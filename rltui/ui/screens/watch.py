@@ -3,6 +3,9 @@
 The env steps, and the picture is drawn, in a worker thread: the UI thread only puts the
 finished frame on screen, so keys and the rest of the app stay live however slow a step
 is. Keys set flags the worker reads; the worker alone touches the Player.
+
+A frame of cells (an image observation, MinAtar's channels, a grid world) is shown as an
+image where textual-image is installed (`rltui.ui.widgets.cell_image`), as text otherwise.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.geometry import Region
 from textual.message import Message
 from textual.screen import Screen
@@ -29,6 +32,7 @@ from textual.worker import get_current_worker
 
 from rltui.render import Size, too_small
 from rltui.ui.terminal import EndsWithItsTerminal
+from rltui.ui.widgets.cell_image import cells_picture, image_widget_class
 
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)  # frames per second
 LIVE_SPEED = 15.0  # the dashboard's view starts at this speed (- slows it, leaving training more CPU)
@@ -93,7 +97,11 @@ class WatchScreen(Screen):
     forever), then holds the last frame."""
 
     DEFAULT_CSS = """
+    WatchScreen #watch-picture-column { width: 1fr; height: 1fr; }
     WatchScreen #watch-picture { width: 1fr; height: 1fr; border: round $primary; padding: 0 1; }
+    WatchScreen #watch-image { display: none; width: 1fr; height: 1fr; border: round $primary; }
+    WatchScreen.with-image #watch-image { display: block; }
+    WatchScreen.with-image #watch-picture { height: 4; }
     WatchScreen #watch-info { width: 34; height: 1fr; border: round $secondary; padding: 0 1; }
     """
 
@@ -108,9 +116,10 @@ class WatchScreen(Screen):
     ]
 
     class FrameReady(Message):
-        def __init__(self, picture: PaneLines, info: PaneLines):
+        def __init__(self, picture: PaneLines, info: PaneLines, image=None):
             super().__init__()
             self.picture, self.info = picture, info
+            self.image = image  # the frame's cells as a PIL image, for the image view; None: text
 
     class Failed(Message):
         def __init__(self, text: str):
@@ -142,10 +151,14 @@ class WatchScreen(Screen):
         self._frame_size = Size(60, 16)
         self._measured_size = False
         self._info_width = INFO_COLUMNS
+        self._image_widget = image_widget_class()
 
     def compose(self) -> ComposeResult:
         with Horizontal():
-            yield LinesPane(id="watch-picture")
+            with Vertical(id="watch-picture-column"):
+                if self._image_widget is not None:
+                    yield self._image_widget(id="watch-image")
+                yield LinesPane(id="watch-picture")
             yield LinesPane(id="watch-info")
         yield Footer()
 
@@ -252,28 +265,39 @@ class WatchScreen(Screen):
         player = self.player
         size = self._frame_size
         problem = too_small(player.renderer, size) if self._measured_size else None
-        if problem is not None:
-            picture: Text | str = problem
+        image = None
+        frame, failed = player.frame(size if problem is None else player.renderer.min_size)
+        cells = getattr(frame.scene, "cells", None)
+        if self._image_widget is not None and cells is not None:
+            image = cells_picture(cells)  # scaled by the image view to any size: never too small
+            picture: Text | str = frame.legend.copy()
+        elif problem is not None:
+            picture = problem
         else:
-            frame, failed = player.frame(size)
             picture = frame.text()
-            if failed:
-                picture.append(f"\n{failed}", style="yellow")
+        if failed and not isinstance(picture, str):
+            picture.append(f"\n{failed}", style="yellow")
         info = describe_step(player)
         state = "paused" if self.paused else ("done" if self.finished else "playing")
         info.append(f"\n{state}, {self.fps:g} frame{'' if self.fps == 1 else 's'}/s\n", style="dim")
         self._frame_shown.clear()
         # Laid out here, in the worker: the UI thread only repaints the rows that changed.
-        self.post_message(self.FrameReady(pane_lines(picture, size.columns), pane_lines(info, self._info_width)))
+        self.post_message(self.FrameReady(pane_lines(picture, size.columns), pane_lines(info, self._info_width), image))
 
     # --- the UI thread ----------------------------------------------------------------------
     def on_watch_screen_frame_ready(self, message: FrameReady) -> None:
         # The panes' sizes come from the CSS, never from their content: a new frame
         # repaints the two panes, not the whole screen's layout.
+        if self._image_widget is not None:
+            self.set_class(message.image is not None, "with-image")
+            if message.image is not None:
+                self.query_one("#watch-image").image = message.image
         self.query_one("#watch-picture", LinesPane).show(message.picture)
         self.query_one("#watch-info", LinesPane).show(message.info)
         if self.shown == 0:
             self.query_one("#watch-picture", LinesPane).border_title = self.title_text or self._title()
+            if self._image_widget is not None:
+                self.query_one("#watch-image").border_title = self.title_text or self._title()
         self.shown += 1
         self._shown_at.append(time.monotonic())
         self._frame_shown.set()

@@ -116,6 +116,10 @@ class MetricChart(PlotextPlot):
 
     def on_mount(self) -> None:
         super().on_mount()
+        # The axes with ticks only (left and lower): the panel's border closes the plot, and
+        # a frame of its own beside that border read as a border drawn twice.
+        self.plt.xaxes(True, False)
+        self.plt.yaxes(True, False)
         # Line colours come from the theme through the component classes in app.tcss.
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.redraw())
         self.redraw()

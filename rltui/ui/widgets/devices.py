@@ -25,7 +25,10 @@ def _memory(used: int | None, total: int | None) -> str:
     return f"{fmt_bytes(used)} / {fmt_bytes(total)}" if total else fmt_bytes(used)
 
 
-def describe_stats(stats: DeviceStats | None) -> Content:
+def describe_stats(stats: DeviceStats | None, run_devices: tuple[str, ...] = ()) -> Content:
+    """`run_devices`: the JAX devices of a run in another process (an attached or served
+    dashboard), as its `describe()` names them ("cpu:0 cpu"), shown where this process
+    has none of its own to sample."""
     if stats is None:
         return Content.styled("sampling…", "dim")
     lines: list[Content] = []
@@ -40,9 +43,13 @@ def describe_stats(stats: DeviceStats | None) -> Content:
             if device.bytes_in_use is not None:
                 line = Content.assemble(line, f"  mem {_memory(device.bytes_in_use, device.bytes_limit)}")
             lines.append(line)
+    elif stats.jax_process is not None and run_devices:
+        # An attached run's devices, as the run describes them.
+        for device in run_devices:
+            label, _, kind = device.partition(" ")
+            lines.append(Content.assemble((label, "bold"), f" {kind}" if kind else ""))
     elif stats.jax_process is not None:
-        # An attached run's devices: the status line lists them (describe() of the run).
-        lines.append(Content.styled("JAX devices: see the status line", "dim"))
+        lines.append(Content.styled("JAX devices: the run's (not described)", "dim"))
     elif "jax" in missing:
         lines.append(unavailable("JAX devices", "jax"))
     if stats.cpu_percent:
@@ -76,6 +83,8 @@ class DevicePanel(VerticalScroll):
     """Shows the latest sample; the app samples on a slow timer in a worker thread."""
 
     stats: reactive[DeviceStats | None] = reactive(None)
+    # The run's JAX devices when it runs in another process ("cpu:0 cpu"): set once known.
+    run_devices: reactive[tuple[str, ...]] = reactive(tuple)
     _lines = 0
 
     def compose(self):
@@ -84,10 +93,13 @@ class DevicePanel(VerticalScroll):
     def on_mount(self) -> None:
         self.border_title = "devices"
 
+    def watch_run_devices(self) -> None:
+        self.watch_stats(self.stats)
+
     def watch_stats(self, stats: DeviceStats | None) -> None:
         if not self.is_mounted:
             return
-        text = describe_stats(stats)
+        text = describe_stats(stats, self.run_devices)
         # A layout pass re-renders every panel: only when the number of lines changes.
         lines = len(text.plain.splitlines())
         self.query_one("#device-text", Static).update(text, layout=lines != self._lines)

@@ -26,6 +26,12 @@ def _static_value(value: object) -> str:
     return str(value)
 
 
+def annealed(name: str, values: Mapping[str, float]) -> bool:
+    """Whether `name`'s configured value is only where an annealing starts: the lr with
+    anneal_lr on, whose rate in use the metrics panel shows as "lr now"."""
+    return name == "lr" and values.get("anneal_lr", 0.0) > 0
+
+
 class HParamsPanel(VerticalScroll):
     # Compared by content: every snapshot carries the values, they rarely change.
     values: reactive[Mapping[str, float]] = reactive(dict)
@@ -80,6 +86,8 @@ class HParamsPanel(VerticalScroll):
         lines = []
         for name in self.fields:
             value = "per member" if name in self.per_member else fmt_hparam(name, self.values.get(name))
+            if annealed(name, self.values) and name not in self.per_member:
+                value += " (start)"  # the rate in use is the metrics' "lr now"
             line = f"{name:<{width}} {value}"
             if name in self.pending and self.pending[name] != self.values.get(name):
                 line += f" → {fmt_hparam(name, self.pending[name])} (next chunk)"

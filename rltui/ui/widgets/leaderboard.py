@@ -2,19 +2,22 @@
 
 Rows are keyed by member index and updated cell by cell from each snapshot's
 PopulationView, so the table neither flickers nor loses its cursor (which follows its
-member when the order changes). The widget never talks to the session: freezing and
-cloning are asked for with messages (`FreezeRequested`, `CloneRequested`) that the app
-turns into commands.
+member when the order changes). While the user moves the cursor the order holds
+(until `HOLD_SECONDS` after the last move), so that the row aimed at is the row reached.
+The widget never talks to the session: freezing and cloning are asked for with messages
+(`FreezeRequested`, `CloneRequested`) that the app turns into commands.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Sequence
 
 from rich.text import Text
 from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable
@@ -26,6 +29,8 @@ BLOCKS = "▁▂▃▄▅▆▇█"
 TREND_CELLS = 12  # the latest returns a row's sparkline shows
 SORT_KEYS = ("latest", "best", "eval", "index")
 _SORT_FIELD = {"latest": "latest_return", "best": "best_return", "eval": "eval_return"}
+# A live sort waits this long after the user's last cursor move before it reorders rows.
+HOLD_SECONDS = 3.0
 
 
 def sparkline(values: Sequence[float], cells: int = TREND_CELLS) -> str:
@@ -101,6 +106,19 @@ class Leaderboard(DataTable):
         self._ended: str | None = None  # "finished" or "stopped": how the run ended, once it has
         self.selected: set[int] = set()
         self._columns: tuple[Column, ...] = ()
+        self.clock = time.monotonic  # when the user last moved the cursor, by this clock
+        self._moved_at: float | None = None
+        self._placing = False  # the cursor moves with its member, not by the user
+
+    @property
+    def holding(self) -> bool:
+        """The user moved the cursor moments ago: the rows keep their order."""
+        return self._moved_at is not None and self.clock() - self._moved_at < HOLD_SECONDS
+
+    def watch_cursor_coordinate(self, old: Coordinate, new: Coordinate) -> None:
+        super().watch_cursor_coordinate(old, new)
+        if old.row != new.row and not self._placing:
+            self._moved_at = self.clock()
 
     def on_mount(self) -> None:
         self._retitle()
@@ -159,7 +177,11 @@ class Leaderboard(DataTable):
         wanted = {str(m.index) for m in view.members}
         cursor = self.cursor_member
         if columns != self._columns or shown != wanted:
-            self._rebuild(view, columns)
+            self._placing = True
+            try:
+                self._rebuild(view, columns)
+            finally:
+                self._placing = False
         else:
             for member in view.members:
                 row = str(member.index)
@@ -215,14 +237,22 @@ class Leaderboard(DataTable):
         missing = value is None or not math.isfinite(value)
         return (missing, 0.0 if missing else -value, member)  # best first, members without a value last
 
-    def _sort(self, cursor: int | None) -> None:
+    def _sort(self, cursor: int | None, *, asked: bool = False) -> None:
+        """Order the rows by the sort key, the cursor on `cursor`'s row; a live re-sort
+        waits while the user is moving the cursor (`asked`: the user chose the key)."""
         if self.view is None or not self.row_count:
             return
+        if asked:
+            self._moved_at = None
         ranks = {m.index: self._rank(m.index) for m in self.view.members}
-        if list(self.order) != sorted(ranks, key=ranks.__getitem__):
-            self.sort("member", key=lambda cell: ranks[cell.member])
-        if cursor is not None and cursor in ranks and self.cursor_member != cursor:
-            self.move_cursor(row=self.get_row_index(str(cursor)), animate=False)
+        self._placing = True
+        try:
+            if list(self.order) != sorted(ranks, key=ranks.__getitem__) and not self.holding:
+                self.sort("member", key=lambda cell: ranks[cell.member])
+            if cursor is not None and cursor in ranks and self.cursor_member != cursor:
+                self.move_cursor(row=self.get_row_index(str(cursor)), animate=False)
+        finally:
+            self._placing = False
 
     def _mark(self, member: int) -> None:
         self.update_cell(str(member), "member", MemberCell(member, member in self.selected))
@@ -239,7 +269,7 @@ class Leaderboard(DataTable):
 
     def watch_sort_key(self) -> None:
         if self.is_mounted:
-            self._sort(self.cursor_member)
+            self._sort(self.cursor_member, asked=True)
             self._retitle()
 
     # --- actions ------------------------------------------------------------------------

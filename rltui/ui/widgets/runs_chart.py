@@ -9,6 +9,7 @@ from textual.color import Color
 from textual_plotext import PlotextPlot
 
 from rltui.formatting import count_ticks, time_ticks
+from rltui.runfiles.statistics import interval_kind
 from rltui.runs_view.curves import Overlay
 from rltui.ui.widgets.chart import band_path
 from trainers.metrics_spec import EPISODE_RETURN
@@ -61,7 +62,8 @@ class RunsChart(PlotextPlot):
         ticks = count_ticks if overlay.x_axis == "steps" else time_ticks
         plt.xticks(*ticks(low, high, max(2, self.size.width // 12)))
         axis = "env steps" if overlay.x_axis == "steps" else "wall time"
-        what = (f"{overlay.statistic} of {overlay.group} groups, 95% bootstrap band" if overlay.group
+        what = (f"{overlay.statistic} of {overlay.group} groups, 95% {interval_kind(overlay.statistic)} band"
+                if overlay.group
                 else f"{len(overlay.lines)} run{'s' if len(overlay.lines) != 1 else ''}")
         smoothing = f", EMA {overlay.smoothing:g} (raw dimmed)" if overlay.smoothing and not overlay.group else (
             f", EMA {overlay.smoothing:g}" if overlay.smoothing else "")

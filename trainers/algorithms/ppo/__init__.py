@@ -41,7 +41,7 @@ ALGORITHM = Algorithm(
         Key("clip_eps", 0.2, "PPO clip range for the policy ratio and the value",
             Number(0, low_open=True, float32=True), TRACED, live=True, after="bootstrap_truncated"),
     ),
-    metrics=(MetricSpec("clip_frac", "clip fraction", "clip frac", after="approx_kl"),),
+    metrics=(MetricSpec("clip_frac", "clip fraction", "clip frac", after="approx_kl", group="loss"),),
     minibatches=minibatches,
     batch_problem=batch_problem,
 )

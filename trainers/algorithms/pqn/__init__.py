@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainers.algorithms.action_values import EPSILON_KEYS, EPSILON_METRIC, FRACTION, TD_METRICS, final_epsilon
 from trainers.algorithms.algorithm import Algorithm, BatchProblem
-from trainers.keys import STATIC, TRACED, Choice, Key, Number
-from trainers.metric import MetricSpec
+from trainers.keys import STATIC, TRACED, Choice, Key
 
 NORMS = ("layer_norm", "none")
 
@@ -29,30 +29,17 @@ def batch_problem(config: Any, num_devices: int) -> BatchProblem:
     return None
 
 
-_FRACTION = Number(0, 1, float32=True)
-
 ALGORITHM = Algorithm(
     name="pqn",
     package=__name__,
     keys=(
+        *EPSILON_KEYS,  # placed after gamma, then q_lambda before them
         Key("q_lambda", 0.95, "pqn: lambda of the Q(lambda) targets (0: one-step Q-learning, 1: Monte Carlo "
-            "returns)", _FRACTION, TRACED, live=True, after="gamma"),
-        Key("eps_start", 1.0, "pqn: exploration rate epsilon at the start (epsilon-greedy)", _FRACTION, TRACED,
-            live=True, after="q_lambda"),
-        Key("eps_end", 0.2, "pqn: exploration rate epsilon after the decay", _FRACTION, TRACED, live=True,
-            after="eps_start"),
-        Key("eps_decay", 0.2, "pqn: fraction of the run's updates over which epsilon falls linearly from eps_start "
-            "to eps_end", _FRACTION, TRACED, live=True, after="eps_end"),
+            "returns)", FRACTION, TRACED, live=True, after="gamma"),
         Key("norm_type", "layer_norm", "pqn: normalisation after each hidden layer of the Q-network: "
             + ", ".join(NORMS), Choice(NORMS), STATIC, after="network"),
     ),
-    metrics=(
-        MetricSpec("td_loss", "TD loss (Q(lambda) targets)", "TD loss", sparkline=True, guards_divergence=True,
-                   after="episodes"),
-        MetricSpec("q_mean", "mean Q of the actions taken", "Q", fmt=".3g", sparkline=True, guards_divergence=True,
-                   after="td_loss"),
-        MetricSpec("epsilon", "exploration rate epsilon", "ε", fmt=".3g", sparkline=True, after="q_mean"),
-    ),
+    metrics=(*TD_METRICS, EPSILON_METRIC),
     unused_keys=("ent_coef", "vf_coef", "log_std", "log_std_init"),
     unused_metrics=("policy_loss", "value_loss", "entropy", "approx_kl"),
     actions=("discrete",),
@@ -64,4 +51,5 @@ ALGORITHM = Algorithm(
     },
     minibatches=minibatches,
     batch_problem=batch_problem,
+    sample_epsilon=final_epsilon,
 )

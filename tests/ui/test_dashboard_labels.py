@@ -1,0 +1,41 @@
+"""The dashboard says which value is which where two of one thing show: the configured
+learning rate (the hyperparameters panel, the editor) and the rate in use after annealing
+(the metrics panel's "lr now")."""
+
+from __future__ import annotations
+
+from test_ui import run_scenario, until
+
+from rltui.config.build import RunConfig
+from rltui.ui.widgets.hparams import annealed
+
+from fakes import FakeSession
+
+
+def line_of(text: str, name: str) -> str:
+    return next(line for line in text.splitlines() if line.split()[:1] == [name])
+
+
+async def test_the_configured_and_the_annealed_lr_are_labelled_as_such(tmp_path):
+    fake = FakeSession()  # anneal_lr on, as by default; its lr metric goes down from 2.5e-4
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 40)
+        await until(pilot, lambda: app.latest is not None and app.latest.update == 40)
+        await pilot.pause()
+        sparkline = app.dashboard.query_one("#spark-lr")
+        assert str(sparkline.query_one(".metric-name").content) == "lr now"
+        assert sparkline.stats_text.startswith("2.4e-4 ")  # 2.5e-4 x (1 - 40/1000)
+        panel = str(app.dashboard.hparams_panel.query_one("#hp-dynamic").content)
+        assert line_of(panel, "lr").split()[1:] == ["2.5e-4", "(start)"]
+        await pilot.press("e")
+        editor = app.screen
+        assert editor.field == "lr"
+        assert str(editor.query_one("#editor-rule").content).endswith("(configured 2.5e-4: annealing starts there)")
+
+    await run_scenario(fake, tmp_path, scenario, size=(120, 40), config=RunConfig())
+
+
+def test_without_annealing_the_configured_lr_is_the_rate_in_use():
+    assert not annealed("lr", {"anneal_lr": 0.0, "lr": 2.5e-4})
+    assert annealed("lr", {"anneal_lr": 1.0}) and not annealed("gamma", {"anneal_lr": 1.0})
