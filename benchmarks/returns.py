@@ -19,6 +19,7 @@ the test suite.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -90,6 +91,8 @@ def evaluate_random(spec, episodes: int = 32) -> float:
     from trainers.networks import PolicyOutputs
 
     low, high = (-1.0, 1.0) if spec.discrete else (spec.action_low, spec.action_high)
+    # The draw is the env's action itself, also where the trainer squashes its own.
+    spec = dataclasses.replace(spec, squash_actions=False)
 
     def draw(_params, key, _obs):
         # The hidden state carries each env's PRNG key. Evaluated greedily, the argmax of iid

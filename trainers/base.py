@@ -144,7 +144,7 @@ class OnPolicyTrainer:
             discrete=self.spec.discrete,
             hidden_sizes=tuple(self.static.hidden_sizes),
             activation=self.static.activation,
-            dtype=jnp.bfloat16 if self.static.precision == "bf16" else None,
+            dtype=networks.matmul_dtype(self.static.precision),
             log_std_mode=self.static.log_std,
             log_std_init=self.static.log_std_init,
         )

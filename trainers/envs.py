@@ -54,6 +54,9 @@ class EnvSpec:
     # `env_adapter.RestartKey`s (an env rltui resets, see `env_adapter.ImportedEnv`). None: the
     # env's step resets it by itself, from its key or its `draw_step`.
     draw_restarts: Any = None
+    # Continuous only: the policy's actions are unbounded and the env receives their tanh
+    # scaled to [action_low, action_high] (`rollout.env_action`); False: they are clipped.
+    squash_actions: bool = False
 
     @property
     def action_kind(self) -> str:
@@ -121,7 +124,7 @@ def make_env(env_id: str) -> EnvSpec:
         return EnvSpec(env_id, env, params, obs_shape, True, int(space.n), draw_step=draw_step)
     low = np.broadcast_to(np.asarray(space.low, np.float32), space.shape)
     high = np.broadcast_to(np.asarray(space.high, np.float32), space.shape)
-    return EnvSpec(env_id, env, params, obs_shape, False, int(np.prod(space.shape)), low, high, draw_step)
+    return EnvSpec(env_id, env, params, obs_shape, False, int(np.prod(space.shape)), low, high, draw_step=draw_step)
 
 
 @functools.cache

@@ -163,6 +163,82 @@ class QNetwork(nn.Module):
         return PolicyOutputs(_unrows(q, lead), jnp.zeros(()), _unrows(jnp.max(q, axis=-1), lead))
 
 
+def matmul_dtype(precision: str):
+    """The matmuls' dtype of a `precision` setting: bfloat16 for "bf16", else float32's default."""
+    return jnp.bfloat16 if precision == "bf16" else None
+
+
+def q_network(static: Any, spec: Any, *, norm: str) -> QNetwork:
+    """The Q-network of a static configuration and env: its layers, activation and precision,
+    a convolution first on image observations (`network = "cnn"`)."""
+    return QNetwork(
+        num_actions=spec.num_actions,
+        hidden_sizes=tuple(static.hidden_sizes),
+        activation=static.activation,
+        norm=norm,
+        dtype=matmul_dtype(static.precision),
+        image_shape=spec.obs_shape if static.network == "cnn" else None,
+    )
+
+
+class SquashedGaussianActorCritic(nn.Module):
+    """SAC's networks in one module: a Gaussian actor over pre-squash actions u (its mean
+    and a state-dependent log standard deviation, bounded to [LOG_STD_MIN, LOG_STD_MAX]),
+    twin critics Q_i(s, tanh(u)) on the squashed action in [-1, 1], and the learned entropy
+    temperature `log_alpha`. The env receives tanh(u) scaled to its bounds
+    (`rollout.env_action` with `EnvSpec.squash_actions`). `__call__` returns `PolicyOutputs`
+    so that acting, evaluation and export treat it as the other networks: `policy_out` is
+    the mean of u (its tanh, scaled, is the greedy action) and `value` is min_i Q_i of the
+    greedy action."""
+
+    num_actions: int
+    hidden_sizes: Sequence[int] = (256, 256)
+    activation: str = "relu"
+    dtype: Any = None
+
+    LOG_STD_MIN = -5.0
+    LOG_STD_MAX = 2.0
+    NUM_CRITICS = 2
+
+    def setup(self):
+        self.actor_layers = [_dense(size, math.sqrt(2), self.dtype) for size in self.hidden_sizes]
+        self.actor_head = _dense(2 * self.num_actions, 0.01, self.dtype)
+        self.critic_layers = [[_dense(size, math.sqrt(2), self.dtype) for size in self.hidden_sizes]
+                              for _ in range(self.NUM_CRITICS)]
+        self.critic_heads = [_dense(1, 1.0, self.dtype) for _ in range(self.NUM_CRITICS)]
+        self.log_alpha = self.param("log_alpha", nn.initializers.zeros, ())
+
+    def actor(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(mean, log_std) of u, each (..., num_actions)."""
+        act = _ACTIVATIONS[self.activation]
+        x, lead = _rows(obs)
+        for layer in self.actor_layers:
+            x = act(layer(x))
+        head = _float32(self.actor_head(x))
+        mean, raw = head[..., : self.num_actions], head[..., self.num_actions :]
+        # tanh keeps the bound differentiable everywhere, unlike a clip.
+        span = self.LOG_STD_MAX - self.LOG_STD_MIN
+        log_std = self.LOG_STD_MIN + 0.5 * span * (jnp.tanh(raw) + 1.0)
+        return _unrows(mean, lead), _unrows(log_std, lead)
+
+    def q_values(self, obs: jax.Array, action: jax.Array) -> jax.Array:
+        """Each critic's Q(s, a) for squashed actions `action` in [-1, 1]: (critics, ...)."""
+        act = _ACTIVATIONS[self.activation]
+        x, lead = _rows(jnp.concatenate([obs, action.astype(obs.dtype)], axis=-1))
+        values = []
+        for layers, head in zip(self.critic_layers, self.critic_heads):
+            q = x
+            for layer in layers:
+                q = act(layer(q))
+            values.append(_unrows(_float32(head(q))[..., 0], lead))
+        return jnp.stack(values)
+
+    def __call__(self, obs: jax.Array) -> PolicyOutputs:
+        mean, log_std = self.actor(obs)
+        value = jnp.min(self.q_values(obs, jnp.tanh(mean)), axis=0)
+        return PolicyOutputs(mean, log_std, value)
+
+
 def epsilon_greedy_logits(q: jax.Array, epsilon: jax.Array) -> jax.Array:
     """Logits of the epsilon-greedy distribution over Q-values `q` (..., actions): the
     greedy action has probability 1 - epsilon + epsilon / actions, every other action
@@ -284,6 +360,12 @@ def entropy(policy_out: jax.Array, log_std: jax.Array, discrete: bool) -> jax.Ar
     # log_std is (action,) for a state-independent std, or shaped like policy_out
     per_dim = jnp.broadcast_to(log_std + 0.5 * (1.0 + _LOG_2PI), policy_out.shape)
     return jnp.sum(per_dim, axis=-1)
+
+
+def squashed(action: jax.Array, low, high) -> jax.Array:
+    """tanh(`action`) scaled from [-1, 1] to [`low`, `high`]: what the env receives of a
+    squashed Gaussian's action (SAC's)."""
+    return low + 0.5 * (jnp.tanh(action) + 1.0) * (high - low)
 
 
 def greedy_action(policy_out: jax.Array, discrete: bool) -> jax.Array:

@@ -6,7 +6,7 @@ It acts as `rltui eval` does (`OnPolicyTrainer.act_step`, `evaluate`): observati
 normalised by the run's statistics, the network, then the greedy action (argmax of the
 logits or action values; a Gaussian's mean) or a sampled one (from the policy's
 distribution, or epsilon-greedy over action values), continuous actions clipped to the
-env's bounds.
+env's bounds, or with `squash` in the header (SAC's) their tanh scaled to them.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ def policy_header(trainer: Any, *, sample_epsilon: float | None, origin: dict[st
             "size": spec.num_actions,
             "low": None if spec.discrete else np.asarray(spec.action_low, np.float32).tolist(),
             "high": None if spec.discrete else np.asarray(spec.action_high, np.float32).tolist(),
+            "squash": bool(spec.squash_actions),
         },
         "sample_epsilon": sample_epsilon,
         "hidden_size": None if hidden is None else int(hidden.shape[-1]),
@@ -87,6 +88,8 @@ def _checked_header(header: dict[str, Any]) -> dict[str, Any]:
             value = actions.get(bound)
             if not isinstance(value, list) or len(value) != actions["size"] or not all(map(is_number, value)):
                 raise bad(f"action bound {bound}", value)
+    if not isinstance(actions.get("squash", False), bool):
+        raise bad("action squash", actions.get("squash"))
     epsilon = header.get("sample_epsilon")
     if epsilon is not None and not (is_number(epsilon) and 0 <= epsilon <= 1):
         raise bad("sample_epsilon", epsilon)
@@ -115,6 +118,7 @@ class Policy:
         self.num_actions = actions["size"]
         self._bounds = None if self.discrete else (jnp.asarray(actions["low"], jnp.float32),
                                                    jnp.asarray(actions["high"], jnp.float32))
+        self._squash = bool(actions.get("squash", False))  # files from before it was written clip
         self._epsilon = header["sample_epsilon"]
         self.hidden_size = header["hidden_size"]
         self._act = jax.jit(self._act_fn, static_argnames=("greedy",))
@@ -174,7 +178,10 @@ class Policy:
             if self._epsilon is not None:  # action values: a sampled action is epsilon-greedy
                 policy_out = networks.epsilon_greedy_logits(policy_out, jnp.float32(self._epsilon))
             action = networks.sample_action(key, policy_out, out.log_std, self.discrete)
-        action = action.astype(jnp.int32) if self.discrete else jnp.clip(action, *self._bounds)
+        if self.discrete:
+            action = action.astype(jnp.int32)
+        else:
+            action = networks.squashed(action, *self._bounds) if self._squash else jnp.clip(action, *self._bounds)
         return (action, hidden) if self.recurrent else action
 
     def greedy_fn(self) -> Callable[[jax.Array], jax.Array]:

@@ -87,7 +87,8 @@ def target_update(online, target, gradient_steps, hp: DynamicHParams):
 @dataclasses.dataclass(frozen=True)
 class OffPolicyTrainer(OnPolicyTrainer):
     """A trainer that learns from a replay buffer; subclasses define `loss(params,
-    target_params, batch, hp) -> (loss, aux)` and `update`, which calls `learn`."""
+    target_params, batch, hp, key) -> (loss, aux)` (`key`: the gradient step's own, for a
+    loss that samples actions) and `update`, which calls `learn`."""
 
     @property
     def replay_buffer(self):
@@ -138,7 +139,13 @@ class OffPolicyTrainer(OnPolicyTrainer):
         experience = self.replay_buffer.sample(replay.buffer, key).experience
         return jax.tree.map(lambda x: x[:, 0], experience)
 
-    def loss(self, params, target_params, batch: Replayed, hp: DynamicHParams):
+    def loss_key(self, key: jax.Array) -> jax.Array:
+        """The loss's key for a gradient step whose batch `sample` draws with `key`: folded with
+        the device count, which no device's own fold (its index) reaches, so the two never
+        coincide; the same on every device."""
+        return jax.random.fold_in(key, self.num_devices)
+
+    def loss(self, params, target_params, batch: Replayed, hp: DynamicHParams, key: jax.Array):
         raise NotImplementedError
 
     def learn(self, state: TrainState, hp: DynamicHParams, key: jax.Array) -> Learned:
@@ -149,13 +156,15 @@ class OffPolicyTrainer(OnPolicyTrainer):
         steps, credit = self.steps_due(state.replay, hp)
         # The loss's aux structure, from a batch of one row per env (traced only, never run).
         probe = jax.tree.map(lambda x: x[:, 0], state.replay.buffer.experience)
-        info_shape = jax.eval_shape(lambda: self.loss(state.params, state.target_params, probe, hp)[1])
+        info_shape = jax.eval_shape(lambda: self.loss(state.params, state.target_params, probe, hp, key)[1])
         zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), info_shape)
 
         def step(i, carry):
             params, opt_state, target, taken, info_sum, norm_sum = carry
-            batch = self.sample(state.replay, jax.random.fold_in(key, i))
-            (_, info), grads = jax.value_and_grad(self.loss, has_aux=True)(params, target, batch, hp)
+            step_key = jax.random.fold_in(key, i)
+            batch = self.sample(state.replay, step_key)
+            (_, info), grads = jax.value_and_grad(self.loss, has_aux=True)(
+                params, target, batch, hp, self.loss_key(step_key))
             stepped = self.apply_gradients(params, opt_state, grads, info)
             taken = taken + 1
             target = target_update(stepped.params, target, taken, hp)
@@ -180,7 +189,8 @@ class OffPolicyTrainer(OnPolicyTrainer):
     def diagnose(self, params, target_params, replay: ReplayState, key: jax.Array, hp: DynamicHParams):
         """The loss's aux and the gradient norm on one sampled batch, averaged over devices."""
         batch = self.sample(replay, key)
-        (_, info), grads = jax.value_and_grad(self.loss, has_aux=True)(params, target_params, batch, hp)
+        (_, info), grads = jax.value_and_grad(self.loss, has_aux=True)(
+            params, target_params, batch, hp, self.loss_key(key))
         flat_grads, _ = jax.flatten_util.ravel_pytree(grads)
         flat_grads, info = jax.lax.pmean((flat_grads, info), AXIS)
         return jax.tree.map(lambda x: x.astype(jnp.float32), info), jnp.sqrt(jnp.sum(jnp.square(flat_grads)))

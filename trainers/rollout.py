@@ -64,9 +64,12 @@ def env_keys(key: jax.Array, env_ids: jax.Array, num_global_envs: int, per_env: 
 
 def env_action(spec: EnvSpec, action: jax.Array) -> jax.Array:
     """What the env receives: continuous actions are clipped to the env's bounds (the
-    policy's log-probability stays that of the unclipped sample)."""
+    policy's log-probability stays that of the unclipped sample), or with
+    `spec.squash_actions` their tanh is scaled to them."""
     if spec.discrete:
         return action
+    if spec.squash_actions:
+        return networks.squashed(action, spec.action_low, spec.action_high)
     return jnp.clip(action, spec.action_low, spec.action_high)
 
 

@@ -119,7 +119,7 @@ def test_continuous_actions_fail_the_action_check_for_pqn_in_one_line(capsys):
     assert code == 2
     assert rows(out)["action space supported"] == "fail"
     assert err.strip().endswith("pqn takes discrete actions; Pendulum-v1 has continuous ones (ppo and reinforce "
-                                "take them)"), err
+                                "and sac take them)"), err
 
 
 def test_untraceable_step_fails_with_the_likely_cause_and_exits_2(env_modules, capsys):

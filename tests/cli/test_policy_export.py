@@ -31,6 +31,8 @@ KINDS = {
     "ppo-continuous": ["env='Pendulum-v1'", "normalize_obs=true"],
     "reinforce": ["algo='reinforce'"],
     "pqn": ["algo='pqn'", "eps_end=0.5"],
+    "dqn": ["algo='dqn'", "eps_end=0.5", "buffer_size=256", "batch_size=16"],
+    "sac": ["algo='sac'", "env='Pendulum-v1'", "buffer_size=256", "batch_size=16"],
 }
 
 
@@ -186,7 +188,7 @@ def test_a_recurrent_policy_keeps_its_hidden_state_explicit(exported):
 
 # One of each algorithm, and a recurrent and a continuous policy: a fresh process pays for
 # each compile, so the plain MLP and the CNN are checked in this process only.
-FRESH_PROCESS_KINDS = ("ppo-gru", "ppo-continuous", "reinforce", "pqn")
+FRESH_PROCESS_KINDS = ("ppo-gru", "ppo-continuous", "reinforce", "pqn", "dqn")
 
 
 def test_policies_round_trip_in_a_fresh_process(exported, tmp_path):
@@ -281,7 +283,8 @@ def test_every_algorithm_that_acts_by_values_says_how_it_samples():
     from trainers.algorithms import ALGORITHMS
 
     for name, record in ALGORITHMS.items():
-        config = build_config({}, {"algo": name}, use_preset=False)
+        env = "CartPole-v1" if record.takes("discrete") else "Pendulum-v1"
+        config = build_config({}, {"algo": name, "env": env}, use_preset=False)
         trainer = record.make_trainer(config.static_config(), 1)
         epsilon = record.sample_epsilon(config)
         assert (epsilon is not None) == trainer.acts_by_values, name

@@ -113,7 +113,8 @@ def test_each_algorithm_declares_its_own_keys_metrics_and_defaults_once():
                    and name in table[key.name].algos for key in algorithm.keys), name
         assert all(metrics[spec.name] == dataclasses.replace(spec, algos=metrics[spec.name].algos)
                    and name in metrics[spec.name].algos for spec in algorithm.metrics), name
-        config = build_config({}, {"algo": name}, use_preset=False)
+        env = "CartPole-v1" if algorithm.takes("discrete") else "Pendulum-v1"
+        config = build_config({}, {"algo": name, "env": env}, use_preset=False)
         for key, value in algorithm.defaults.items():
             assert coerce_value(key, value) == value and getattr(config, key) == value, (name, key)
         assert KEYS["algo"].coerce(name) == name

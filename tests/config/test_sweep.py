@@ -146,7 +146,7 @@ BAD_SWEEPS = [
     pytest.param(["--sweep", "lrr=[1e-4]"],
                  "lrr: unknown key in the sweep; did you mean lr? sweepable keys: lr, gamma, q_lambda, eps_start, "
                  "eps_end, eps_decay, gae_lambda, bootstrap_truncated, clip_eps, ent_coef, vf_coef, max_grad_norm, "
-                 "learning_starts, replay_ratio, tau, target_period, double_q, anneal_lr, baseline, "
+                 "learning_starts, replay_ratio, tau, target_period, autotune, alpha, double_q, anneal_lr, baseline, "
                  "normalize_returns, reward_scale",
                  id="unknown-key"),
     pytest.param(["--sweep", "num_envs=[4,8]"],

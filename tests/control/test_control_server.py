@@ -318,10 +318,12 @@ def test_idle_clients_hold_little_memory(tmp_path):
         try:
             before = tracemalloc.get_traced_memory()[0]
             idle = [LineClient(server.path) for _ in range(30)]  # never read
-            wait_for(lambda: server.client_count == 30)
+            # Traced, the server's greetings take several times their CPU, and it keeps to its
+            # share of a core (CPU_SHARE): seconds, more on a loaded machine. Memory is the point.
+            wait_for(lambda: server.client_count == 30, timeout=120)
             for _ in range(20):
                 fake.on_thread(fake.advance, 100)
-            reader = LineClient(server.path)
+            reader = LineClient(server.path, timeout=120)
             reader.until(lambda m: m.get("update") == 6096)  # everything has been handed out
             reader.skipped.clear()  # what it read is not the server's
             grown = tracemalloc.get_traced_memory()[0] - before

@@ -201,7 +201,7 @@ def test_dqn_refuses_a_gru_a_buffer_smaller_than_a_rollout_continuous_actions_an
     assert batch_split_problem(StaticConfig(**{**TINY, "batch_size": 9}), 2) == (
         "batch_size", "must be a multiple of the 2 devices it is split over, got 9")
     with pytest.raises(ValueError, match=r"^algo: dqn takes discrete actions; Pendulum-v1 has continuous ones "
-                                         r"\(ppo and reinforce take them\)$"):
+                                         r"\(ppo and reinforce and sac take them\)$"):
         make_trainer(StaticConfig(**{**TINY, "env_id": "Pendulum-v1"}))
 
 

@@ -99,7 +99,7 @@ def test_the_dashboard_shows_the_metrics_declared_for_it_in_declared_order():
     # What the dashboard has shown all along: every metric on the chart but the episode count.
     assert {name for name, _ in CHART_METRICS} == DECLARED - {"episodes"}
     assert [name for name, _ in SPARKLINE_METRICS] == [
-        "episode_return", "td_loss", "q_mean", "epsilon", "policy_loss", "value_loss", "entropy", "approx_kl",
+        "episode_return", "td_loss", "q_mean", "epsilon", "alpha", "policy_loss", "value_loss", "entropy", "approx_kl",
         "buffer_fill", "lr"
     ]
 
@@ -112,12 +112,14 @@ def test_the_metrics_an_algorithm_never_defines_are_the_declared_ones():
         others = {spec.name for other in ALGORITHMS.values() if other is not algorithm for spec in other.metrics}
         assert set(metrics_spec.undefined_metrics(algo)) == (others - own) | set(algorithm.unused_metrics)
     replay = ("buffer_fill", "gradient_steps")
-    assert metrics_spec.undefined_metrics("reinforce") == ("td_loss", "q_mean", "epsilon", "clip_frac", *replay)
-    assert metrics_spec.undefined_metrics("ppo") == ("td_loss", "q_mean", "epsilon", *replay)
+    assert metrics_spec.undefined_metrics("reinforce") == ("td_loss", "q_mean", "epsilon", "alpha", "clip_frac",
+                                                           *replay)
+    assert metrics_spec.undefined_metrics("ppo") == ("td_loss", "q_mean", "epsilon", "alpha", *replay)
     assert set(metrics_spec.undefined_metrics("pqn")) == {"policy_loss", "value_loss", "entropy", "approx_kl",
-                                                          "clip_frac", *replay}
+                                                          "clip_frac", "alpha", *replay}
     assert set(metrics_spec.undefined_metrics("dqn")) == {"policy_loss", "value_loss", "entropy", "approx_kl",
-                                                          "clip_frac"}
+                                                          "clip_frac", "alpha"}
+    assert set(metrics_spec.undefined_metrics("sac")) == {"value_loss", "approx_kl", "clip_frac", "epsilon"}
 
 
 def test_one_downsampler_for_chart_and_sparklines():

@@ -567,7 +567,7 @@ async def test_elapsed_goes_on_while_paused_and_stops_when_the_run_ends(tmp_path
     await run_scenario(fake, tmp_path, scenario, clock=lambda: now[0])
 
 
-@pytest.mark.parametrize("algo", ["ppo", "reinforce", "pqn", "dqn"])
+@pytest.mark.parametrize("algo", ["ppo", "reinforce", "pqn", "dqn", "sac"])
 async def test_chart_passes_over_a_metric_the_algorithm_does_not_define(tmp_path, algo):
     fake = FakeSession()
     # Before any episode ends the return is NaN: still a metric the chart shows. REINFORCE
@@ -584,16 +584,15 @@ async def test_chart_passes_over_a_metric_the_algorithm_does_not_define(tmp_path
         # Nor, in a run that does not evaluate, over the evaluation's metrics.
         policy = {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac"}
         replay = {"buffer_fill", "gradient_steps"}
-        not_its_own = {"reinforce": {"clip_frac"} | replay, "ppo": replay, "pqn": policy | replay,
-                       "dqn": policy}[algo]
+        values = {"td_loss", "q_mean", "epsilon"}
+        not_its_own = {"reinforce": {"clip_frac", "alpha"} | replay | values, "ppo": replay | values | {"alpha"},
+                       "pqn": policy | replay | {"alpha"}, "dqn": policy | {"alpha"},
+                       "sac": {"value_loss", "approx_kl", "clip_frac", "epsilon"}}[algo]
         expected = {name for name, _ in CHART_METRICS} - not_its_own - {"eval_return", "eval_return_std"}
-        if algo not in ("pqn", "dqn"):
-            expected -= {"td_loss", "q_mean", "epsilon"}
         assert set(seen) == expected and len(seen) == len(CHART_METRICS)
         # The sparklines show the algorithm's own metrics only.
         sparks = {spark.id.removeprefix("spark-") for spark in app.dashboard.query(MetricSparkline)}
-        assert sparks == {name for name, _ in SPARKLINE_METRICS} - not_its_own - (
-            set() if algo in ("pqn", "dqn") else {"td_loss", "q_mean", "epsilon"})
+        assert sparks == {name for name, _ in SPARKLINE_METRICS} - not_its_own
 
     await run_scenario(fake, tmp_path, scenario, config=RunConfig(algo=algo))
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainers.algorithms import dqn, ppo, pqn, reinforce
+from trainers.algorithms import dqn, ppo, pqn, reinforce, sac
 from trainers.algorithms.algorithm import Algorithm
 
 # The first is the default of the `algo` key.
 ALGORITHMS: dict[str, Algorithm] = {
-    algorithm.name: algorithm for algorithm in (ppo.ALGORITHM, reinforce.ALGORITHM, pqn.ALGORITHM, dqn.ALGORITHM)
+    algorithm.name: algorithm for algorithm in (ppo.ALGORITHM, reinforce.ALGORITHM, pqn.ALGORITHM, dqn.ALGORITHM,
+                                        sac.ALGORITHM)
 }
 DEFAULT_ALGORITHM = next(iter(ALGORITHMS))
 

@@ -47,15 +47,7 @@ class DQN(OffPolicyTrainer):
 
     @property
     def network(self) -> networks.QNetwork:
-        image_shape = self.spec.obs_shape if self.static.network == "cnn" else None
-        return networks.QNetwork(
-            num_actions=self.spec.num_actions,
-            hidden_sizes=tuple(self.static.hidden_sizes),
-            activation=self.static.activation,
-            norm="none",
-            dtype=jnp.bfloat16 if self.static.precision == "bf16" else None,
-            image_shape=image_shape,
-        )
+        return networks.q_network(self.static, self.spec, norm="none")
 
     def epsilon(self, state: TrainState, hp: DynamicHParams) -> jax.Array:
         return epsilon_schedule(hp.eps_start, hp.eps_end, hp.eps_decay, hp.anneal_updates,
@@ -65,7 +57,8 @@ class DQN(OffPolicyTrainer):
         logits = networks.epsilon_greedy_logits(outputs.policy_out, self.epsilon(state, hp))
         return outputs._replace(policy_out=logits)
 
-    def loss(self, params, target_params, batch: Replayed, hp: DynamicHParams):
+    def loss(self, params, target_params, batch: Replayed, hp: DynamicHParams, key=None):
+        # `key` unused: DQN's loss samples nothing.
         # One pass of the online network over s and s': its values of s' pick a' for double Q.
         rows = batch.obs.shape[0]
         q_both = self.apply(params, jnp.concatenate([batch.obs, batch.next_obs])).policy_out

@@ -66,15 +66,7 @@ class PQN(OnPolicyTrainer):
 
     @property
     def network(self) -> networks.QNetwork:
-        image_shape = self.spec.obs_shape if self.static.network == "cnn" else None
-        return networks.QNetwork(
-            num_actions=self.spec.num_actions,
-            hidden_sizes=tuple(self.static.hidden_sizes),
-            activation=self.static.activation,
-            norm=self.static.norm_type,
-            dtype=jnp.bfloat16 if self.static.precision == "bf16" else None,
-            image_shape=image_shape,
-        )
+        return networks.q_network(self.static, self.spec, norm=self.static.norm_type)
 
     @property
     def optimizer(self) -> optax.GradientTransformation:
