@@ -51,4 +51,4 @@ def test_the_listing_shows_the_algorithms_with_settings_for_each_env(capsys):
 
     for env in ("CartPole-v1", "Acrobot-v1", "Breakout-MinAtar"):
         assert tuned(env) == ", ".join(envs.algorithms_with_settings(env)) and "pqn" in tuned(env), env
-    assert tuned("Pendulum-v1") == "ppo"  # PQN takes discrete actions only and has no continuous family
+    assert tuned("Pendulum-v1") == "ppo, sac"  # PQN and DQN take discrete actions only
