@@ -24,8 +24,8 @@ for _folder in ("trainers", "config", "session", "control", "ui", "cli"):
         sys.path.insert(0, str(_TESTS / _folder))
 
 # One JAX compilation cache for the whole session: rltui keeps it under $XDG_CACHE_HOME, so
-# every `rltui` subprocess (which inherits this environment) and every in-process launch
-# shares the programs the others compiled, and none writes to the user's own cache. The
+# every `rltui` subprocess (which inherits this environment) shares the programs the others
+# compiled, and none writes to the user's own cache (in-process compiles: see below). The
 # first process makes the folder; xdist's workers, started from it, inherit the variable.
 _SESSION_CACHE = "RLTUI_TESTS_CACHE_HOME"
 _made_session_cache = _SESSION_CACHE not in os.environ
@@ -41,13 +41,13 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(_CACHE_MAX_BYTES))
 def pytest_configure(config):
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         return  # xdist's controller: it runs no test
-    # Programs compiled in-process go to the same cache, where `rltui.infra.runtime.cache_dir`
-    # puts a run's, with its threshold: a trainer one xdist worker compiled, the other loads.
+    # Programs compiled in a test's own process stay out of the persistent cache, also where
+    # an in-process launch configures one: a worker that has run many tests has crashed
+    # (SIGABRT, SIGSEGV) inside XLA serializing an executable for the cache, with no cause
+    # found. Subprocesses, each a fresh rltui, share the session's cache as above.
     import jax
 
-    jax.config.update("jax_compilation_cache_dir", str(Path(os.environ["XDG_CACHE_HOME"], "rltui", "jax")))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-    jax.config.update("jax_compilation_cache_max_size", _CACHE_MAX_BYTES)
+    jax.config.update("jax_enable_compilation_cache", False)
 
 
 def pytest_unconfigure(config):
