@@ -52,3 +52,16 @@ def buffer_bytes(config: Any, obs_size: int, action_size: int, discrete: bool) -
     action = 4 if discrete else 4 * action_size
     per_row = 2 * 4 * obs_size + action + 4 + 1
     return config.num_envs * rows_per_env(config) * per_row
+
+
+def replay_batch_problem(config: Any, num_devices: int) -> tuple[str, str] | None:
+    """The replay rule of every off-policy algorithm: each device samples an equal share of
+    `batch_size`; the buffer holds at least one rollout of every env. (key, problem) or None."""
+    if config.batch_size % num_devices:
+        return "batch_size", (f"must be a multiple of the {num_devices} devices it is split over, "
+                              f"got {config.batch_size}")
+    rollout = config.num_envs * config.num_steps
+    if config.buffer_size < rollout:
+        return "buffer_size", (f"must hold at least one rollout (num_envs x num_steps = {rollout:,} transitions), "
+                               f"got {config.buffer_size:,}")
+    return None

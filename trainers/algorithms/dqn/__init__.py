@@ -11,7 +11,7 @@ from typing import Any
 from trainers.algorithms.action_values import EPSILON_KEYS, EPSILON_METRIC, TD_METRICS, final_epsilon
 from trainers.algorithms.algorithm import Algorithm, BatchProblem
 from trainers.keys import TRACED, Key, Switch
-from trainers.replay_keys import REPLAY_KEYS, REPLAY_METRICS
+from trainers.replay_keys import REPLAY_KEYS, REPLAY_METRICS, replay_batch_problem
 
 
 def batch_problem(config: Any, num_devices: int) -> BatchProblem:
@@ -19,14 +19,7 @@ def batch_problem(config: Any, num_devices: int) -> BatchProblem:
     of `batch_size`; the buffer holds at least one rollout of every env."""
     if config.network == "gru":
         return "network", "dqn takes mlp or cnn (its Q-network is feed-forward), got \"gru\""
-    if config.batch_size % num_devices:
-        return "batch_size", (f"must be a multiple of the {num_devices} devices it is split over, "
-                              f"got {config.batch_size}")
-    rollout = config.num_envs * config.num_steps
-    if config.buffer_size < rollout:
-        return "buffer_size", (f"must hold at least one rollout (num_envs x num_steps = {rollout:,} transitions), "
-                               f"got {config.buffer_size:,}")
-    return None
+    return replay_batch_problem(config, num_devices)
 
 
 ALGORITHM = Algorithm(

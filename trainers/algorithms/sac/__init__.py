@@ -13,7 +13,7 @@ from trainers.algorithms.action_values import TD_METRICS
 from trainers.algorithms.algorithm import Algorithm, BatchProblem
 from trainers.keys import TRACED, Key, Number, Switch
 from trainers.metric import MetricSpec
-from trainers.replay_keys import REPLAY_KEYS, REPLAY_METRICS
+from trainers.replay_keys import REPLAY_KEYS, REPLAY_METRICS, replay_batch_problem
 
 
 def batch_problem(config: Any, num_devices: int) -> BatchProblem:
@@ -21,14 +21,7 @@ def batch_problem(config: Any, num_devices: int) -> BatchProblem:
     equal share of `batch_size`; the buffer holds at least one rollout of every env."""
     if config.network != "mlp":
         return "network", f"sac takes mlp (its actor and critics are feed-forward MLPs), got \"{config.network}\""
-    if config.batch_size % num_devices:
-        return "batch_size", (f"must be a multiple of the {num_devices} devices it is split over, "
-                              f"got {config.batch_size}")
-    rollout = config.num_envs * config.num_steps
-    if config.buffer_size < rollout:
-        return "buffer_size", (f"must hold at least one rollout (num_envs x num_steps = {rollout:,} transitions), "
-                               f"got {config.buffer_size:,}")
-    return None
+    return replay_batch_problem(config, num_devices)
 
 
 ALGORITHM = Algorithm(
