@@ -104,9 +104,23 @@ def _rows(static: Any) -> int:
     return static.num_envs * static.num_steps // algorithm(static.algo).minibatches(static)
 
 
+# The last agent traced, as (static, spec, shapes): a launch checks the same agent's memory
+# and then its checkpoint's size, and one trace serves both.
+_LAST_TRACED: list[tuple[Any, Any, tuple[int, int, bool]]] = []
+
+
 def _shapes(static: Any, spec: Any) -> tuple[int, int, bool]:
     """The agent's parameter count, one env state's bytes, and whether the network is
     recurrent: traced by `jax.eval_shape`, nothing allocated."""
+    for traced_static, traced_spec, shapes in _LAST_TRACED:
+        if traced_spec is spec and traced_static == static:
+            return shapes
+    shapes = _trace_shapes(static, spec)
+    _LAST_TRACED[:] = [(static, spec, shapes)]
+    return shapes
+
+
+def _trace_shapes(static: Any, spec: Any) -> tuple[int, int, bool]:
     import jax
     import jax.numpy as jnp
 
