@@ -64,6 +64,26 @@ def host_metrics(metrics):
     return {k: v[:n] for k, v in vars(host.per_update).items()}
 
 
+def assert_checkpoint_continues_bit_exactly(parallel, state, hp: DynamicHParams, data: bytes, portable) -> dict:
+    """Run `state` 4 updates on, and again from checkpoint `data` (encoded from `portable`,
+    the same state's host copy), restored and placed without compiling anything new: every
+    metric of every update equal. Bit-exact on the same machine only: both continuations run
+    one compiled program in this process. Returns the resumed run's metrics."""
+    from trainers import checkpoint
+
+    state, straight = parallel.run_chunk(state, hp, 4)
+    with count_compiles() as compiles:
+        restored, _ = checkpoint.decode(data, portable)
+        placed = parallel.put(checkpoint.from_portable(restored, 1), like=state)
+        _, resumed = parallel.run_chunk(placed, hp, 4)
+        jax.block_until_ready(resumed)
+    assert compiles.count == 0
+    resumed = host_metrics(resumed)
+    for key, values in host_metrics(straight).items():
+        np.testing.assert_array_equal(values, resumed[key], err_msg=key)
+    return resumed
+
+
 def train_returns(static: StaticConfig, updates: int, seed: int, hp: DynamicHParams) -> np.ndarray:
     """Mean episode return of each of `updates` updates, run in chunks of max_chunk_updates."""
     return train_run(static, updates, seed, hp)[2]

@@ -1,5 +1,6 @@
 """kill -9 a real headless run at random moments, one of them while a checkpoint is being
-written, resume it each time, and compare the completed run with an uninterrupted one.
+written, resume it each time, and compare the completed run with an uninterrupted one
+(`test_resume_cli.py`'s slow test kills a run many more times).
 
 The killed run's processes slow every checkpoint write down (half the bytes, a pause, the
 rest, through the store's `write_all` seam), so that a kill at a random moment often lands
@@ -24,6 +25,7 @@ from test_resume_cli import (
     assert_ok,
     checkpoints,
     cli_env,
+    info_fields,
     read_jsonl,
     rltui,
     stop,
@@ -104,6 +106,8 @@ def test_kill_9_at_random_moments_then_resume_matches_an_uninterrupted_run(tmp_p
                 wait_for(lambda n=i: len(kinds(run_dir, "resumed")) >= n, proc, f"resume #{i}", log)
                 resumed_at = kinds(run_dir, "resumed")[-1]["update"]
                 assert resumed_at == history[-1][1], history
+                survivors = left_behind & temp_files(run_dir)
+                assert not survivors, f"stale temp files survived a resume start: {survivors} ({history})"
             floor = history[-1][1] if history else 0
             if moment == "mid-save":
                 def saving(stale=left_behind):
@@ -128,9 +132,15 @@ def test_kill_9_at_random_moments_then_resume_matches_an_uninterrupted_run(tmp_p
         assert verify_checksum(found[-1][1])["update"] == found[-1][0], history
         if moment == "mid-save":
             assert in_flight <= temp_files(run_dir), "the kill did not interrupt the save"
+            # What a user reads of the run right after the crash: its latest whole checkpoint.
+            info = rltui(["info", run_dir], tmp_path, cache, timeout=120)
+            assert info.returncode == 0, (history, info.stderr[-2000:])
+            assert info_fields(info.stdout)["update"] == str(found[-1][0]), (history, info.stdout)
         done = updates(run_dir)
         assert done == list(range(1, len(done) + 1)), history
         assert done[-1] < TOTAL, history
+        # Besides an interrupted save's own, one more half-written file: the resume removes it too.
+        (run_dir / "checkpoints" / ".tmp-checkpoint-planted").write_bytes(b"half a checkpoint")
 
     assert_ok(rltui(again, tmp_path, cache, timeout=300))
     assert not temp_files(run_dir)

@@ -632,10 +632,8 @@ def _kill9_cycles(tmp_path: Path, cache: Path, iterations: int, seed: int) -> No
     assert checkpoints(run_dir)[-1][0] == total
 
 
-def test_kill9_at_random_moments_always_resumes(tmp_path, cache, run_a):
-    _kill9_cycles(tmp_path, cache, iterations=3, seed=1234)  # the slow test below kills 25 times
-
-
+# The default suite's kill -9 test is test_kill_resume.py's: three kills, one inside a save,
+# and the resumed run compared with an uninterrupted one.
 @pytest.mark.slow
 def test_kill9_at_random_moments_many_times(tmp_path, cache, run_a):
     _kill9_cycles(tmp_path, cache, iterations=25, seed=int(time.time()))

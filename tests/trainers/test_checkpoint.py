@@ -13,7 +13,7 @@ from trainers import checkpoint
 from trainers.checkpoint import CheckpointError
 from trainers.hparams import StaticConfig
 
-from helpers import TINY, build, count_compiles, host_metrics
+from helpers import TINY, assert_checkpoint_continues_bit_exactly, build
 
 
 @pytest.fixture(scope="module")
@@ -40,15 +40,7 @@ def test_restored_state_continues_bit_exactly_without_recompiling(trained):
     parallel, portable, hp = trained
     data = checkpoint.encode(portable, {})
     state = parallel.put(checkpoint.from_portable(portable, 1), like=parallel.init(jax.random.PRNGKey(0), hp))
-    state, straight = parallel.run_chunk(state, hp, 4)
-    with count_compiles() as compiles:
-        restored, _ = checkpoint.decode(data, portable)
-        placed = parallel.put(checkpoint.from_portable(restored, 1), like=state)
-        _, resumed = parallel.run_chunk(placed, hp, 4)
-        jax.block_until_ready(resumed)
-    assert compiles.count == 0
-    for key, values in host_metrics(straight).items():
-        np.testing.assert_array_equal(values, host_metrics(resumed)[key], err_msg=key)
+    assert_checkpoint_continues_bit_exactly(parallel, state, hp, data, portable)
 
 
 def _outer(data):
