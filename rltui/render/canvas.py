@@ -45,7 +45,22 @@ class BrailleCanvas:
                 for bits_row, style_row in zip(self._bits, self._styles)]
 
 
-class Viewport:
+class WorldPen:
+    """Draws in world coordinates (y up): a subclass says how a line and a circle are drawn,
+    and a polyline is its lines."""
+
+    def line(self, x0: float, y0: float, x1: float, y1: float, style: str | None = None) -> None:
+        raise NotImplementedError
+
+    def polyline(self, points, style: str | None = None, closed: bool = False) -> None:
+        points = list(points)
+        if closed:
+            points.append(points[0])
+        for (a, b), (c, d) in zip(points, points[1:]):
+            self.line(a, b, c, d, style)
+
+
+class Viewport(WorldPen):
     """World coordinates (y up) onto a canvas's dots, one scale for both axes (a dot is
     about square), the world box centred."""
 
@@ -60,13 +75,6 @@ class Viewport:
 
     def line(self, x0: float, y0: float, x1: float, y1: float, style: str | None = None) -> None:
         self.canvas.line(*self.point(x0, y0), *self.point(x1, y1), style)
-
-    def polyline(self, points, style: str | None = None, closed: bool = False) -> None:
-        points = list(points)
-        if closed:
-            points.append(points[0])
-        for (a, b), (c, d) in zip(points, points[1:]):
-            self.line(a, b, c, d, style)
 
     def circle(self, x: float, y: float, radius: float, style: str | None = None) -> None:
         self.canvas.circle(*self.point(x, y), radius * self.scale, style)

@@ -15,7 +15,7 @@ from rich.style import Style
 from rich.text import Text
 
 from rltui.render.base import Frame, Renderer, Size
-from rltui.render.canvas import BrailleCanvas, Viewport
+from rltui.render.canvas import BrailleCanvas, Viewport, WorldPen
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +59,7 @@ class Scene:
     legend: Text = dataclasses.field(default_factory=Text)
 
 
-class SceneBuilder:
+class SceneBuilder(WorldPen):
     """Shapes added one by one, in world coordinates (y up)."""
 
     def __init__(self, box: Box):
@@ -68,13 +68,6 @@ class SceneBuilder:
 
     def line(self, x0: float, y0: float, x1: float, y1: float, style: str | None = None) -> None:
         self.shapes.append(Line(x0, y0, x1, y1, style))
-
-    def polyline(self, points, style: str | None = None, closed: bool = False) -> None:
-        points = list(points)
-        if closed:
-            points.append(points[0])
-        for (a, b), (c, d) in zip(points, points[1:]):
-            self.line(a, b, c, d, style)
 
     def circle(self, x: float, y: float, radius: float, style: str | None = None) -> None:
         self.shapes.append(Circle(x, y, radius, style))
