@@ -2,7 +2,7 @@
 device, encoded, checksummed, written and fsynced), and the share of wall time that gives
 at the default cadence (`checkpoint_minutes` = 1: one save a minute, the first after 10 s).
 
-Each case is a headless run of CartPole-v1 (`rltui launch --no-ui`, defaults otherwise) in
+Each case is a headless run of CartPole-v1 (SAC's: Pendulum-v1) (`rltui launch --no-ui`, defaults otherwise) in
 a process of its own, saving every few seconds (`checkpoint_minutes` = 0.05) so that a short
 run gives several samples, stopped with SIGTERM after --seconds of training. Each save's own
 duration is the `seconds` of its `checkpoint` event in events.jsonl. Printed per case: the
@@ -10,7 +10,7 @@ median save, the share of the run's training time spent saving at that sampling 
 the share at the default cadence (median save / 60 s; the first minute holds two saves, so
 its share is twice that, over 70 s).
 
-    python benchmarks/checkpoint_cost.py [--seconds 20] [--cases 4 4096 sweep64]
+    python benchmarks/checkpoint_cost.py [--seconds 20] [--cases 4 4096 sweep64 dqn-1M sac-1M]
 """
 
 from __future__ import annotations
@@ -37,14 +37,20 @@ CASES = {
     "4": ["--set", "num_envs=4"],
     "4096": ["--set", "num_envs=4096"],
     "sweep64": ["--set", "num_envs=4", "--sweep", "lr=loguniform(1e-4,1e-2)", "--sweep-size", "64"],
+    # A replay buffer of a million transitions, saved whole in every checkpoint (its array is
+    # its full size from the first step), with replay_in_checkpoint left on.
+    "dqn-1M": ["--set", "algo=dqn", "--set", "buffer_size=1000000"],
+    "sac-1M": ["--set", "algo=sac", "--set", "env=Pendulum-v1", "--set", "buffer_size=1000000"],
 }
+LABELS = {"sweep64": "64 members x 4 envs", "dqn-1M": "DQN, 1M-transition buffer",
+          "sac-1M": "SAC, 1M-transition buffer"}
 
 
 def run_case(work: Path, name: str, seconds: float) -> dict:
     run_dir = work / name
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO))
     args = [sys.executable, "-m", "rltui", "launch", "--no-ui", "--run-dir", str(run_dir), *CASES[name],
-            "--set", "total_timesteps=10000000000", "--set", f"checkpoint_minutes={SAMPLE_MINUTES}"]
+            "--set", "total_timesteps=2000000000", "--set", f"checkpoint_minutes={SAMPLE_MINUTES}"]
     proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         while not read_jsonl(run_dir / "metrics.jsonl", []):  # the compile is not part of the run's time
@@ -78,8 +84,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.cases:
             r = run_case(Path(tmp), name, args.seconds)
-            label = "64 members x 4 envs" if name == "sweep64" else f"{name} envs"
-            print(f"{label:>20}: checkpoint {r['bytes'] / 1e6:.2f} MB; save median {r['median'] * 1e3:.1f} ms "
+            label = LABELS.get(name, f"{name} envs")
+            print(f"{label:>26}: checkpoint {r['bytes'] / 1e6:.2f} MB; save median {r['median'] * 1e3:.1f} ms "
                   f"(max {r['max'] * 1e3:.1f}, {r['saves']} saves in {r['training']:.1f} s); share every "
                   f"{SAMPLE_MINUTES * 60:.0f} s {r['share']:.2%}; at the default cadence "
                   f"{r['median'] / DEFAULT_INTERVAL:.3%}", flush=True)
