@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -59,6 +61,36 @@ def seed_row(per_seed: dict[str, np.ndarray]) -> dict[str, Any]:
     return row
 
 
+# Trainers already built in this process, by static config and devices, the most recent
+# last: another session on the same config (`rltui.train` called again in a notebook, a
+# resume from Python, a population's next run) takes the compiled program as it is. Only
+# built-in envs: an env given by import path or as an object may have changed in between.
+_BUILT: OrderedDict[tuple, Any] = OrderedDict()
+_BUILT_KEEP = 2  # trainers kept: each holds its compiled programs' memory
+_BUILT_LOCK = threading.Lock()
+
+
+def _built_trainer(static, devices: list) -> Any:
+    """The data-parallel trainer for `static` over `devices`: built and remembered, or the
+    one built before."""
+    from trainers import parallel
+    from trainers.envs import SUPPORTED_ENVS
+
+    if static.env_id not in SUPPORTED_ENVS:
+        return parallel.build(static, devices)
+    key = (static, tuple(devices))
+    with _BUILT_LOCK:
+        if key in _BUILT:
+            _BUILT.move_to_end(key)
+            return _BUILT[key]
+    built = parallel.build(static, devices)
+    with _BUILT_LOCK:
+        _BUILT[key] = built
+        while len(_BUILT) > _BUILT_KEEP:
+            _BUILT.popitem(last=False)
+    return built
+
+
 class NonFiniteState(ValueError):
     """The training state holds NaN or inf: it must not be saved over a good checkpoint."""
 
@@ -81,10 +113,9 @@ class JaxBackend:
         self.replay_left_out = False
 
     def build(self, hparams: DynamicHParams) -> None:
-        from trainers import parallel
-
-        self._parallel = parallel.build(self.static, self.devices)
+        self._parallel = _built_trainer(self.static, self.devices)
         self._state = self._parallel.init(self._parallel.seed_keys(self.seed), hparams)
+        # A trainer built before has its program: compiling again finds it in JAX's caches.
         self._parallel.compile(self._state, hparams)
 
     def run_chunk(self, num_updates: int, hparams: DynamicHParams, active: Any = None) -> list[dict[str, Any]]:
