@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
+from rltui.session.recent import Recent, is_builtin_env
 from trainers.hparams import DynamicHParams
 from trainers.metrics_spec import METRIC_SPECS
 
@@ -61,34 +60,20 @@ def seed_row(per_seed: dict[str, np.ndarray]) -> dict[str, Any]:
     return row
 
 
-# Trainers already built in this process, by static config and devices, the most recent
-# last: another session on the same config (`rltui.train` called again in a notebook, a
-# resume from Python, a population's next run) takes the compiled program as it is. Only
-# built-in envs: an env given by import path or as an object may have changed in between.
-_BUILT: OrderedDict[tuple, Any] = OrderedDict()
-_BUILT_KEEP = 2  # trainers kept: each holds its compiled programs' memory
-_BUILT_LOCK = threading.Lock()
+# Trainers already built in this process, by static config and devices: another session on
+# the same config (`rltui.train` called again in a notebook, a resume from Python) takes the
+# compiled program as it is. Each holds its compiled programs' memory, so only two are kept.
+_TRAINERS = Recent(keep=2)
 
 
 def _built_trainer(static, devices: list) -> Any:
-    """The data-parallel trainer for `static` over `devices`: built and remembered, or the
-    one built before."""
+    """The data-parallel trainer for `static` over `devices`: built, or the one built before
+    (built-in envs only: `recent.is_builtin_env`)."""
     from trainers import parallel
-    from trainers.envs import SUPPORTED_ENVS
 
-    if static.env_id not in SUPPORTED_ENVS:
+    if not is_builtin_env(static.env_id):
         return parallel.build(static, devices)
-    key = (static, tuple(devices))
-    with _BUILT_LOCK:
-        if key in _BUILT:
-            _BUILT.move_to_end(key)
-            return _BUILT[key]
-    built = parallel.build(static, devices)
-    with _BUILT_LOCK:
-        _BUILT[key] = built
-        while len(_BUILT) > _BUILT_KEEP:
-            _BUILT.popitem(last=False)
-    return built
+    return _TRAINERS.get_or_make((static, tuple(devices)), lambda: parallel.build(static, devices))
 
 
 class NonFiniteState(ValueError):

@@ -13,6 +13,8 @@ import dataclasses
 import math
 from typing import Any, NamedTuple, Protocol
 
+from rltui.session.recent import Recent, is_builtin_env
+
 # Folded into the run's PRNGKey(seed) to give evaluation a key stream of its own: training
 # splits PRNGKey(seed) and never folds this value in.
 EVAL_STREAM = 0x45564131
@@ -71,6 +73,10 @@ def summarize(returns: Any) -> EvalResult:
     )
 
 
+# Evaluation programs compiled in this process, as `backend._TRAINERS` keeps trainers.
+_PROGRAMS = Recent(keep=2)
+
+
 class JaxEvaluator:
     """Greedy episodes of the policy in a `JaxBackend`'s state, one env per episode, on the
     first device (every device holds the same parameters)."""
@@ -82,6 +88,7 @@ class JaxEvaluator:
         from trainers.evaluate import evaluate
 
         self._backend = backend
+        self._episodes = episodes
         trainer = make_trainer(backend.static, 1)
         initial_hidden = trainer.initial_hidden(episodes)
 
@@ -105,7 +112,16 @@ class JaxEvaluator:
     def compile(self) -> None:
         import jax
 
-        self._compiled = self._jit.lower(self._acting(), jax.random.fold_in(self._base_key, 0)).compile()
+        def make():
+            return self._jit.lower(self._acting(), jax.random.fold_in(self._base_key, 0)).compile()
+
+        static = self._backend.static
+        if not is_builtin_env(static.env_id):
+            self._compiled = make()
+            return
+        # The program depends on the config and the episode count alone (the seed's key is an
+        # argument): another session's evaluator on the same config takes it as it is.
+        self._compiled = _PROGRAMS.get_or_make((static, self._episodes, tuple(self._backend.devices[:1])), make)
 
     def evaluate(self, update: int) -> EvalResult:
         import jax
