@@ -59,11 +59,14 @@ class DQN(OffPolicyTrainer):
 
     def loss(self, params, target_params, batch: Replayed, hp: DynamicHParams, key=None):
         # `key` unused: DQN's loss samples nothing.
-        # One pass of the online network over s and s': its values of s' pick a' for double Q.
-        rows = batch.obs.shape[0]
-        q_both = self.apply(params, jnp.concatenate([batch.obs, batch.next_obs])).policy_out
-        q, next_online_q = q_both[:rows], q_both[rows:]
+        q = self.apply(params, batch.obs).policy_out
         next_target_q = self.apply(target_params, batch.next_obs).policy_out
+        # The online network's values of s' pick a' for double Q only: a pass of their own,
+        # run only while double_q is on, so that the gradient's backward pass covers the
+        # rows of s alone.
+        next_online_q = jax.lax.cond(
+            hp.double_q > 0, lambda: jax.lax.stop_gradient(self.apply(params, batch.next_obs).policy_out),
+            lambda: next_target_q)
         target = losses.q_targets(batch.reward, batch.terminated, next_target_q, next_online_q, hp.gamma,
                                   hp.double_q)
         q_taken = jnp.take_along_axis(q, batch.action[..., None].astype(jnp.int32), axis=-1)[..., 0]
