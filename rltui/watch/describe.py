@@ -43,8 +43,14 @@ def describe_step(player: Player) -> Text:
             text.append(bar + "\n", style="cyan" if i == view.action else "dim")
     else:
         text.append("action  " + " ".join(f"{a:+.2f}" for a in np.atleast_1d(view.action)) + "\n")
-        text.append("mean    " + " ".join(f"{a:+.2f}" for a in np.atleast_1d(view.mean)) + "\n")
-        text.append("std     " + " ".join(f"{a:.2f}" for a in np.atleast_1d(view.std)) + "\n")
+        # A squashed policy's Gaussian is over u; the env receives tanh(u) scaled to its bounds.
+        squashed = view.squashed
+        text.append(("u mean  " if squashed else "mean    ") + " ".join(f"{a:+.2f}" for a in np.atleast_1d(view.mean))
+                    + "\n")
+        text.append(("u std   " if squashed else "std     ") + " ".join(f"{a:.2f}" for a in np.atleast_1d(view.std))
+                    + "\n")
+        if squashed:
+            text.append("action = tanh(u), scaled\n", style="dim")
     if ep.done:
         text.append("episode over\n", style="yellow")
     return text

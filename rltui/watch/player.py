@@ -29,6 +29,7 @@ class StepView(NamedTuple):
     reward: float
     done: bool
     q_values: bool = False  # `probs` holds the Q-values of the actions (a value-based algorithm)
+    squashed: bool = False  # continuous: `mean` and `std` are of u, and the action is tanh(u) scaled (SAC)
 
 
 @dataclasses.dataclass
@@ -238,7 +239,7 @@ class Player:
                 mean=None if discrete else np.asarray(mean[i]),
                 std=None if std is None else np.asarray(std[i]),
                 value=float(value[i]), reward=float(reward[i]), done=bool(done[i]),
-                q_values=self.trainer.acts_by_values,
+                q_values=self.trainer.acts_by_values, squashed=self.spec.squash_actions,
             )
             self._ahead.append(_Ahead(view, at(env_state), np.asarray(obs[i]), at(hidden), np.asarray(key[i])))
             if view.done:

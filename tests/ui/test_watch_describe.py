@@ -17,3 +17,15 @@ def test_a_reward_or_value_that_rounds_to_zero_reads_plus_zero():
     view.reward, view.value = -0.25, 1.5
     text = describe_step(player).plain
     assert "reward  -0.250" in text and "V(s)    +1.500" in text, text
+
+
+def test_a_squashed_policy_names_its_gaussian_as_that_of_u_not_of_the_action():
+    view = SimpleNamespace(reward=0.5, value=1.0, action=np.array([1.9]), probs=None, q_values=False,
+                           mean=np.array([1.8]), std=np.array([0.3]), squashed=True)
+    player = SimpleNamespace(env_id="Pendulum-v1", seed_label="seed 0", greedy=True, live=None, episode_count=1,
+                             episode=SimpleNamespace(last=view, step=3, ret=0.5, done=False))
+    text = describe_step(player).plain
+    assert "u mean  +1.80" in text and "u std   0.30" in text and "action = tanh(u), scaled" in text, text
+    view.squashed = False  # PPO's Gaussian is the action's own
+    text = describe_step(player).plain
+    assert "mean    +1.80" in text and "u mean" not in text and "tanh" not in text, text
