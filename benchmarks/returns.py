@@ -118,10 +118,15 @@ def measured_envs(algo: str) -> list[str]:
     family's settings alone (a family `result` record), in trainers/envs.py's order."""
     from rltui.config import presets
     from trainers.envs import SUPPORTED_ENVS
+    from trainers.suites import installed, suite_of
 
     family_measured = [env for env in SUPPORTED_ENVS
                        if not presets.has_preset(algo, env) and presets.result(algo, env) is not None]
-    return [*presets.presets(algo), *family_measured]
+    envs = [*presets.presets(algo), *family_measured]
+    missing = [env for env in envs if suite_of(env) is not None and not installed(suite_of(env))]
+    for env in missing:  # a suite's env (brax:...) runs where its extra is installed
+        print(f"  {env}: left out, {suite_of(env).name} is not installed", file=sys.stderr)
+    return [env for env in envs if env not in missing]
 
 
 def main(argv=None) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from rltui.config import presets
 from rltui.config.build import RunConfig, build_config, resume_config
+from trainers import suites
 from trainers.algorithms import ALGORITHMS
 from trainers.envs import SUPPORTED_ENVS
 
@@ -20,7 +21,7 @@ def tuned_envs():
 def test_every_preset_is_a_valid_config_for_a_supported_env():
     for algo in ALGORITHMS:
         for env, table in presets.presets(algo).items():
-            assert env in SUPPORTED_ENVS
+            assert env in SUPPORTED_ENVS or suites.suite_of(env) is not None, (algo, env)
             config = build_config({}, {"env": env, "algo": algo})
             for key, value in table.items():
                 expected = tuple(value) if isinstance(value, list) else value
