@@ -205,12 +205,28 @@ def test_a_family_result_is_the_envs_result_only_without_a_preset(toml_presets):
     assert "family" not in presets.presets("ppo")
 
 
-def test_family_results_are_on_the_presets_page():
-    page = (DOCS / "presets.md").read_text(encoding="utf-8")
-    rows = {cells[1].strip(): cells for cells in (line.split("|") for line in page.splitlines()) if len(cells) > 8}
+def _algorithm_sections(page: str) -> dict[str, str]:
+    """The presets page split by algorithm: PPO's is everything before the first other
+    algorithm's section ("## PQN", ...)."""
+    sections, name = {"ppo": ""}, "ppo"
+    for part in page.split("\n## "):
+        heading = part.split("\n", 1)[0].strip().lower()
+        if heading in ("pqn", "dqn", "sac"):
+            name = heading
+        sections[name] = sections.get(name, "") + "\n## " + part
+    return sections
+
+
+@pytest.mark.parametrize("algo", ["ppo", "pqn"])
+def test_family_results_are_on_the_presets_page(algo):
+    page = _algorithm_sections((DOCS / "presets.md").read_text(encoding="utf-8"))[algo]
+    rows = {}
+    for cells in (line.split("|") for line in page.splitlines()):
+        if len(cells) > 8:
+            rows.setdefault(cells[1].strip(), cells)  # the results table comes before any other
     for env in SUPPORTED_ENVS:
-        result = presets.result("ppo", env)
-        if result is not None and not presets.has_preset("ppo", env):
+        result = presets.result(algo, env)
+        if result is not None and not presets.has_preset(algo, env):
             steps, wall, mean, worst = (cell.strip() for cell in rows[env][3:7])
             assert (steps, wall, float(mean), float(worst)) == (
                 f"{result.steps / 1e6:.1f}M", f"{result.wall_seconds:g} s", result.mean, result.min), env
