@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -46,3 +49,28 @@ class StepClock:
             raise RuntimeError("too few chunks in the window; use more --seconds")
         (t0, s0), (t1, s1) = window[0], window[-1]
         return (s1 - s0) / (t1 - t0)
+
+
+def run_marked_process(script: str, job: dict) -> tuple[dict, dict]:
+    """Run `python SCRIPT --reference-process JOB` (a reference's whole process, which prints
+    its clock marks as JSON on its last line: imported, compiled, trained, updates, solved_at)
+    and time it: its phases in seconds (total, start_up, compile, training, teardown and,
+    where it solved, to_solve: start-up, compile and its training pro rata to the update that
+    solved), and the marks it printed."""
+    start = time.time()
+    done = subprocess.run([sys.executable, script, "--reference-process", json.dumps(job)],
+                          capture_output=True, text=True)
+    end = time.time()
+    if done.returncode:
+        sys.exit(f"the reference exited {done.returncode}:\n{done.stderr[-2000:]}")
+    marks = json.loads(done.stdout.splitlines()[-1])
+    phases = {
+        "total": end - start,
+        "start_up": marks["imported"] - start,
+        "compile": marks["compiled"] - marks["imported"],
+        "training": marks["trained"] - marks["compiled"],
+        "teardown": end - marks["trained"],
+    }
+    if marks["solved_at"] is not None:
+        phases["to_solve"] = (marks["compiled"] - start) + phases["training"] * marks["solved_at"] / marks["updates"]
+    return phases, marks

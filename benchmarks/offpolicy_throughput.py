@@ -53,6 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from harness import run_marked_process  # noqa: E402
 from throughput import MIN_UPDATES, cpu_seconds, run_session, timed_runs  # noqa: E402
 
 ENVS = {"dqn": "CartPole-v1", "sac": "Pendulum-v1"}
@@ -294,25 +295,8 @@ def run_rltui(algo: str, cache: Path, runs: Path, seed: int, target: float) -> d
 
 def run_reference(algo: str, seed: int, target: float) -> dict:
     job = {"algo": algo, "seed": seed, "target": target, "settings": reference_settings(rltui_config(algo))}
-    start = time.time()
-    done = subprocess.run([sys.executable, __file__, "--reference-process", json.dumps(job)],
-                          capture_output=True, text=True)
-    end = time.time()
-    if done.returncode:
-        sys.exit(f"the reference exited {done.returncode}:\n{done.stderr[-2000:]}")
-    marks = json.loads(done.stdout.splitlines()[-1])
-    result = {
-        "total": end - start,
-        "start_up": marks["imported"] - start,
-        "compile": marks["compiled"] - marks["imported"],
-        "training": marks["trained"] - marks["compiled"],
-        "teardown": end - marks["trained"],
-        "solved_at": marks["solved_at"],
-        "eval_return": marks["eval_return"],
-    }
-    if marks["solved_at"] is not None:
-        result["to_solve"] = (marks["compiled"] - start) + result["training"] * marks["solved_at"] / marks["updates"]
-    return result
+    phases, marks = run_marked_process(__file__, job)
+    return {**phases, "solved_at": marks["solved_at"], "eval_return": marks["eval_return"]}
 
 
 def reference_process(job: dict) -> None:

@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from harness import run_marked_process  # noqa: E402
 from throughput import MIN_UPDATES, cpu_seconds, run_session, timed_runs  # noqa: E402
 
 TABLE_ENVS = [4, 16, 64, 256, 1024]
@@ -185,25 +186,8 @@ def run_reference(seed: int, target: float, test_every: int) -> dict:
     config = pqn_config()
     job = {"env": config.env, "seed": seed, "target": target, "test_every": test_every, "updates": config.total_updates,
            "settings": reference_settings(config)}
-    start = time.time()
-    done = subprocess.run([sys.executable, __file__, "--reference-process", json.dumps(job)],
-                          capture_output=True, text=True)
-    end = time.time()
-    if done.returncode:
-        sys.exit(f"the reference exited {done.returncode}:\n{done.stderr[-2000:]}")
-    marks = json.loads(done.stdout.splitlines()[-1])
-    result = {
-        "total": end - start,
-        "start_up": marks["imported"] - start,
-        "compile": marks["compiled"] - marks["imported"],
-        "training": marks["trained"] - marks["compiled"],
-        "teardown": end - marks["trained"],
-        "solved_at": marks["solved_at"],
-        "test_return": marks["test_return"],
-    }
-    if marks["solved_at"] is not None:
-        result["to_solve"] = (marks["compiled"] - start) + result["training"] * marks["solved_at"] / marks["updates"]
-    return result
+    phases, marks = run_marked_process(__file__, job)
+    return {**phases, "solved_at": marks["solved_at"], "test_return": marks["test_return"]}
 
 
 def reference_process(job: dict) -> None:
