@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 def repeat(measure: Callable[[], float], repeats: int) -> dict[str, float]:
@@ -74,3 +75,28 @@ def run_marked_process(script: str, job: dict) -> tuple[dict, dict]:
     if marks["solved_at"] is not None:
         phases["to_solve"] = (marks["compiled"] - start) + phases["training"] * marks["solved_at"] / marks["updates"]
     return phases, marks
+
+
+def run_timed_launch(command: list[str], run_dir: Path, env: dict) -> tuple[dict, dict | None]:
+    """Run an `rltui launch --no-ui` command writing to `run_dir` and time the whole process
+    from its run files: its phases in seconds (total, start_up, compile, training, teardown)
+    and its `target_reached` event (None where it did not reach the target)."""
+    start = time.time()
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    end = time.time()
+    if done.returncode:
+        sys.exit(f"rltui exited {done.returncode}:\n{done.stderr[-2000:]}")
+    events = {}
+    for line in (run_dir / "events.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        events.setdefault(record["kind"], record)
+    compiled, finished = events["compiled"], events["finished"]
+    session_start = (run_dir / "config.toml").stat().st_mtime
+    phases = {
+        "total": end - start,
+        "start_up": session_start - start,
+        "compile": compiled["data"]["seconds"],
+        "training": finished["wall_time"] - compiled["wall_time"],
+        "teardown": end - (session_start + finished["wall_time"]),
+    }
+    return phases, events.get("target_reached")

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from harness import run_marked_process  # noqa: E402
+from harness import run_marked_process, run_timed_launch  # noqa: E402
 from throughput import MIN_UPDATES, cpu_seconds, run_session, timed_runs  # noqa: E402
 
 TABLE_ENVS = [4, 16, 64, 256, 1024]
@@ -159,27 +159,9 @@ def run_rltui(cache: Path, runs: Path, seed: int, target: float, test_every: int
             "stop_at_eval_return": target}
     command = ["rltui", "launch", "--no-ui", "--run-dir", str(run_dir),
                *(a for key, value in sets.items() for a in ("--set", f"{key}={value}"))]
-    start = time.time()
-    done = subprocess.run(command, env={**os.environ, "XDG_CACHE_HOME": str(cache)}, capture_output=True, text=True)
-    end = time.time()
-    if done.returncode:
-        sys.exit(f"rltui exited {done.returncode}:\n{done.stderr[-2000:]}")
-    events = {}
-    for line in (run_dir / "events.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        events.setdefault(record["kind"], record)
-    compiled, finished = events["compiled"], events["finished"]
-    reached = events.get("target_reached")
-    session_start = (run_dir / "config.toml").stat().st_mtime
-    return {
-        "total": end - start,
-        "start_up": session_start - start,
-        "compile": compiled["data"]["seconds"],
-        "training": finished["wall_time"] - compiled["wall_time"],
-        "teardown": end - (session_start + finished["wall_time"]),
-        "solved_at": reached["update"] if reached else None,
-        "test_return": reached["data"]["eval_return"] if reached else None,
-    }
+    phases, reached = run_timed_launch(command, run_dir, {**os.environ, "XDG_CACHE_HOME": str(cache)})
+    return {**phases, "solved_at": reached["update"] if reached else None,
+            "test_return": reached["data"]["eval_return"] if reached else None}
 
 
 def run_reference(seed: int, target: float, test_every: int) -> dict:
