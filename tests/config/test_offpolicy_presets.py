@@ -35,7 +35,9 @@ def test_every_record_with_a_reference_reaches_it_on_the_mean(algo):
 
 
 @pytest.mark.parametrize(
-    "algo, env", [("dqn", "CartPole-v1"), ("sac", "MountainCarContinuous-v0"), ("sac", "brax:inverted_pendulum")]
+    "algo, env",
+    [("dqn", "CartPole-v1"), ("dqn", "Acrobot-v1"), ("sac", "MountainCarContinuous-v0"),
+     ("sac", "brax:inverted_pendulum")],
 )
 def test_the_solved_records_reach_their_reference_on_every_seed(algo, env):
     result = presets.result(algo, env)
