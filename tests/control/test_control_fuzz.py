@@ -225,8 +225,11 @@ def test_lines_over_the_limit_are_refused_and_change_nothing(tmp_path):
                 pass  # refused before the whole line was sent: the refusal is there to read
             reply = client.reply()
             assert reply["type"] == "error" and "longer than" in reply["error"], (size, reply)
-            while (message := client.recv()) is not None:  # then the end of the stream
-                assert message["type"] not in ("ok", "error"), (size, message)
+            try:  # then the end of the stream
+                while (message := client.recv()) is not None:
+                    assert message["type"] not in ("ok", "error"), (size, message)
+            except ConnectionResetError:
+                pass  # closed with the rest of the line unread, the stream ends in a reset
             client.close()
         # A line of exactly the limit is still answered, and only it was applied.
         client = LineClient(server.path)
