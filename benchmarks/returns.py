@@ -167,8 +167,9 @@ def main(argv=None) -> None:
         result = presets.result(args.algo, env)
         reference = f"{result.reference:g}" if result and result.reference is not None else "-"
         steps = config.total_updates * config.steps_per_update
-        cells = [f"{steps / 1e6:.1f}M", f"{seconds:.0f} s ({args.seeds} seeds)", figure(sum(evals) / len(evals)),
-                 figure(min(evals)), figure(sum(final) / len(final)), figure(random), reference]
+        cells = [presets.millions_label(steps), f"{seconds:.0f} s ({args.seeds} seeds)",
+                 figure(sum(evals) / len(evals)), figure(min(evals)), figure(sum(final) / len(final)), figure(random),
+                 reference]
         print(f"| {env} | {' | '.join(cells)} |", flush=True)
         print(
             f"  per seed: eval {', '.join(map(figure, evals))}; sampled {', '.join(map(figure, sampled))}"

@@ -15,8 +15,14 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # its time: XLA's lowest backend optimisation level compiles about twice as fast. The graph
 # passes are unchanged; LLVM's code generation does less, which rounds differently, as
 # another CPU may, so the tests' tolerances and learning bounds hold under both.
-# Subprocesses inherit it; a user's own flags are left out, as CI has none.
-os.environ["XLA_FLAGS"] = "--xla_backend_optimization_level=0"
+# XLA's older elementwise emitters compile these small programs in about half the time of
+# its fusion emitters, and one LLVM module per program saves the threads that split it.
+# Subprocesses inherit them; a user's own flags are left out, as CI has none.
+os.environ["XLA_FLAGS"] = " ".join([
+    "--xla_backend_optimization_level=0",
+    "--xla_cpu_use_fusion_emitters=false",
+    "--xla_cpu_parallel_codegen_split_count=1",
+])
 
 _TESTS = Path(__file__).resolve().parent
 for _folder in ("trainers", "config", "session", "control", "ui", "cli"):

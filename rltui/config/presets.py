@@ -37,6 +37,19 @@ class PresetResult:
     # (Pendulum-v1: benchmarks/pendulum_optimum.py); a reference above it is out of reach.
     optimum: float | None = None
 
+    @property
+    def steps_label(self) -> str:
+        """The env steps as the presets page's tables write them (`millions_label`)."""
+        return millions_label(self.steps)
+
+
+def millions_label(steps: float) -> str:
+    """Env steps in millions, to one decimal where that is within 1% of them (a run's steps are
+    whole updates, a little under the total asked for), else to two: 0.5M, 0.75M, 10.0M."""
+    millions = steps / 1e6
+    close = abs(round(millions, 1) - millions) <= 0.01 * millions
+    return f"{millions:.1f}M" if close else f"{millions:.2f}M"
+
 
 PRESETS_FILE = "presets.toml"  # in an algorithm's package
 FAMILIES = "family"  # the table of an algorithm's families in its presets, beside its env presets

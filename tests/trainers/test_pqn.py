@@ -97,11 +97,13 @@ def test_one_update_is_one_radam_step_on_the_td_loss_computed_by_hand():
     # The rollout the update collects, repeated outside it (same key split).
     one = jax.tree.map(lambda x: x[0], state)
     _, rollout_key, _ = jax.random.split(one.key, 3)
-    collected = jax.vmap(lambda s: trainer.collect(s, rollout_key, hp), axis_name="devices")(
-        jax.tree.map(lambda x: x[None], one))
+    # Each hand computation is compiled whole: run eagerly, JAX would compile every operation.
+    collect = jax.jit(jax.vmap(lambda s: trainer.collect(s, rollout_key, hp), axis_name="devices"))
+    collected = collect(jax.tree.map(lambda x: x[None], one))
     traj = jax.tree.map(lambda x: np.asarray(x[0]), collected.traj)
-    q_all = np.asarray(trainer.apply(params, jnp.asarray(traj.obs)).policy_out)
-    q_final = np.asarray(trainer.apply(params, jnp.asarray(traj.final_obs)).policy_out).max(-1)
+    q_values = jax.jit(lambda obs: trainer.apply(params, obs).policy_out)
+    q_all = np.asarray(q_values(traj.obs))
+    q_final = np.asarray(q_values(traj.final_obs)).max(-1)
     targets = np.stack([
         q_lambda_by_hand(traj.reward[:, e], q_all[:, e].max(-1), q_final[:, e], traj.terminated[:, e],
                          traj.truncated[:, e], gamma, lam) for e in range(static.num_envs)], axis=1)
@@ -112,7 +114,7 @@ def test_one_update_is_one_radam_step_on_the_td_loss_computed_by_hand():
         taken = jnp.take_along_axis(q, jnp.asarray(traj.action)[..., None], axis=-1)[..., 0]
         return 0.5 * jnp.mean(jnp.square(taken - jnp.asarray(targets, jnp.float32)))
 
-    want_loss, grads = jax.value_and_grad(loss)(params)
+    want_loss, grads = jax.jit(jax.value_and_grad(loss))(params)
     norm = float(optax.tree.norm(grads))
     scale = min(1.0, clip / norm)
     want_params = jax.tree.map(lambda p, g: p - lr * scale * g, params, grads)
