@@ -31,10 +31,10 @@ import jax.flatten_util
 import jax.numpy as jnp
 from flax import struct
 
-from trainers.base import AXIS, OnPolicyTrainer, annealed_lr, set_injected
+from trainers.base import AXIS, OnPolicyTrainer, annealed_lr, episode_stats, set_injected
 from trainers.hparams import DynamicHParams
 from trainers.replay_keys import rows_per_env
-from trainers.types import TrainState, Transition
+from trainers.types import TrainState, Transition, UpdateMetrics
 
 
 @struct.dataclass
@@ -88,7 +88,7 @@ def target_update(online, target, gradient_steps, hp: DynamicHParams):
 class OffPolicyTrainer(OnPolicyTrainer):
     """A trainer that learns from a replay buffer; subclasses define `loss(params,
     target_params, batch, hp, key) -> (loss, aux)` (`key`: the gradient step's own, for a
-    loss that samples actions) and `update`, which calls `learn`."""
+    loss that samples actions) and `own_metrics`, what only they report of an update."""
 
     @property
     def replay_buffer(self):
@@ -195,7 +195,29 @@ class OffPolicyTrainer(OnPolicyTrainer):
         flat_grads, info = jax.lax.pmean((flat_grads, info), AXIS)
         return jax.tree.map(lambda x: x.astype(jnp.float32), info), jnp.sqrt(jnp.sum(jnp.square(flat_grads)))
 
-    def next_off_policy_state(self, state: TrainState, collected, learned: Learned, key) -> TrainState:
-        """The state after one update: `next_state` with the target network and the buffer."""
-        return self.next_state(state, collected, learned.params, learned.opt_state, key).replace(
-            target_params=learned.target_params, replay=learned.replay)
+    def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
+        """Collect a rollout, store it, take the gradient steps due, report."""
+        key, rollout_key, learn_key = jax.random.split(state.key, 3)
+        collected = self.collect(state, rollout_key, hp)
+        replay = self.store(state.replay, collected.traj)
+        learned = self.learn(state.replace(replay=replay), hp, learn_key)
+        episodes = episode_stats(collected.traj)
+        metrics = self.report(
+            episode_return=episodes.mean_return,
+            episode_length=episodes.mean_length,
+            episodes=episodes.count,
+            td_loss=learned.info.td_loss,
+            q_mean=learned.info.q_mean,
+            grad_norm=learned.grad_norm,
+            lr=learned.lr,
+            buffer_fill=self.fill(learned.replay),
+            gradient_steps=learned.replay.gradient_steps.astype(jnp.float32),
+            **self.own_metrics(state, learned, hp),
+        )
+        next_state = self.next_state(state, collected, learned.params, learned.opt_state, key)
+        return next_state.replace(target_params=learned.target_params, replay=learned.replay), metrics
+
+    def own_metrics(self, state: TrainState, learned: Learned, hp: DynamicHParams) -> dict[str, jax.Array]:
+        """The metrics of an update only this algorithm reports, from the state the update
+        started from and what it learned; `update` reports the shared ones."""
+        raise NotImplementedError

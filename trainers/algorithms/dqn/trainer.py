@@ -26,11 +26,11 @@ from trainers.algorithms import action_problem
 from trainers.algorithms.dqn import losses
 from trainers.algorithms.pqn.losses import epsilon as epsilon_schedule
 from trainers.algorithms.pqn.losses import td_loss
-from trainers.base import check_devices, episode_stats
+from trainers.base import check_devices
 from trainers.envs import make_env
 from trainers.hparams import DynamicHParams, StaticConfig
-from trainers.replay import OffPolicyTrainer, Replayed
-from trainers.types import TrainState, UpdateMetrics
+from trainers.replay import Learned, OffPolicyTrainer, Replayed
+from trainers.types import TrainState
 
 
 @struct.dataclass
@@ -73,25 +73,8 @@ class DQN(OffPolicyTrainer):
         loss = td_loss(q_taken, target)
         return loss, DQNLossInfo(td_loss=loss, q_mean=jnp.mean(q_taken))
 
-    def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
-        key, rollout_key, learn_key = jax.random.split(state.key, 3)
-        collected = self.collect(state, rollout_key, hp)
-        replay = self.store(state.replay, collected.traj)
-        learned = self.learn(state.replace(replay=replay), hp, learn_key)
-        episodes = episode_stats(collected.traj)
-        metrics = self.report(
-            episode_return=episodes.mean_return,
-            episode_length=episodes.mean_length,
-            episodes=episodes.count,
-            td_loss=learned.info.td_loss,
-            q_mean=learned.info.q_mean,
-            epsilon=self.epsilon(state, hp),
-            grad_norm=learned.grad_norm,
-            lr=learned.lr,
-            buffer_fill=self.fill(learned.replay),
-            gradient_steps=learned.replay.gradient_steps.astype(jnp.float32),
-        )
-        return self.next_off_policy_state(state, collected, learned, key), metrics
+    def own_metrics(self, state: TrainState, learned: Learned, hp: DynamicHParams) -> dict[str, jax.Array]:
+        return {"epsilon": self.epsilon(state, hp)}
 
 
 def make_trainer(static: StaticConfig, num_devices: int = 1) -> DQN:

@@ -29,11 +29,11 @@ from flax import struct
 from trainers import networks
 from trainers.algorithms import action_problem
 from trainers.algorithms.sac import losses
-from trainers.base import check_devices, episode_stats
+from trainers.base import check_devices
 from trainers.envs import make_env
 from trainers.hparams import DynamicHParams, StaticConfig
-from trainers.replay import OffPolicyTrainer, Replayed
-from trainers.types import TrainState, UpdateMetrics
+from trainers.replay import Learned, OffPolicyTrainer, Replayed
+from trainers.types import TrainState
 
 
 @struct.dataclass
@@ -90,27 +90,9 @@ class SAC(OffPolicyTrainer):
         return loss, SACLossInfo(td_loss=critic_loss, q_mean=jnp.mean(q), actor_loss=actor_loss,
                                  entropy=-jnp.mean(new_log_prob), alpha=alpha)
 
-    def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
-        key, rollout_key, learn_key = jax.random.split(state.key, 3)
-        collected = self.collect(state, rollout_key, hp)
-        replay = self.store(state.replay, collected.traj)
-        learned = self.learn(state.replace(replay=replay), hp, learn_key)
-        episodes = episode_stats(collected.traj)
-        metrics = self.report(
-            episode_return=episodes.mean_return,
-            episode_length=episodes.mean_length,
-            episodes=episodes.count,
-            td_loss=learned.info.td_loss,
-            q_mean=learned.info.q_mean,
-            policy_loss=learned.info.actor_loss,
-            entropy=learned.info.entropy,
-            alpha=self.temperature(learned.params, hp),
-            grad_norm=learned.grad_norm,
-            lr=learned.lr,
-            buffer_fill=self.fill(learned.replay),
-            gradient_steps=learned.replay.gradient_steps.astype(jnp.float32),
-        )
-        return self.next_off_policy_state(state, collected, learned, key), metrics
+    def own_metrics(self, state: TrainState, learned: Learned, hp: DynamicHParams) -> dict[str, jax.Array]:
+        return {"policy_loss": learned.info.actor_loss, "entropy": learned.info.entropy,
+                "alpha": self.temperature(learned.params, hp)}
 
 
 def make_trainer(static: StaticConfig, num_devices: int = 1) -> SAC:
