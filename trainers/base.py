@@ -349,9 +349,13 @@ class OnPolicyTrainer:
     def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
         raise NotImplementedError
 
-    def report(self, **values: jax.Array) -> UpdateMetrics:
-        """One update's metrics: `values` holds every trainer metric the algorithm reports
-        (`MetricSpec.algos`), and the others (another algorithm's own) are NaN."""
+    def report(self, traj, **values: jax.Array) -> UpdateMetrics:
+        """One update's metrics: those of the episodes that ended in its rollout `traj`, and
+        `values`, every other trainer metric the algorithm reports (`MetricSpec.algos`); the
+        others (another algorithm's own) are NaN."""
+        episodes = episode_stats(traj)
+        values = dict(values, episode_return=episodes.mean_return, episode_length=episodes.mean_length,
+                      episodes=episodes.count)
         reported = {name for name in TRAINER_METRICS if METRIC_SPECS[name].reported_by(self.static.algo)}
         if set(values) != reported:
             raise TypeError(f"{self.static.algo} reports {sorted(reported)}, got {sorted(values)}")

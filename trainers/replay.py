@@ -31,7 +31,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 from flax import struct
 
-from trainers.base import AXIS, OnPolicyTrainer, annealed_lr, episode_stats, set_injected
+from trainers.base import AXIS, OnPolicyTrainer, annealed_lr, set_injected
 from trainers.hparams import DynamicHParams
 from trainers.replay_keys import rows_per_env
 from trainers.types import TrainState, Transition, UpdateMetrics
@@ -201,11 +201,8 @@ class OffPolicyTrainer(OnPolicyTrainer):
         collected = self.collect(state, rollout_key, hp)
         replay = self.store(state.replay, collected.traj)
         learned = self.learn(state.replace(replay=replay), hp, learn_key)
-        episodes = episode_stats(collected.traj)
         metrics = self.report(
-            episode_return=episodes.mean_return,
-            episode_length=episodes.mean_length,
-            episodes=episodes.count,
+            collected.traj,
             td_loss=learned.info.td_loss,
             q_mean=learned.info.q_mean,
             grad_norm=learned.grad_norm,

@@ -25,7 +25,6 @@ from trainers.base import (
     OnPolicyTrainer,
     actor_critic_loss,
     check_devices,
-    episode_stats,
     standardize,
 )
 from trainers.envs import make_env
@@ -130,11 +129,8 @@ class PPO(OnPolicyTrainer):
         epochs = self.train_epochs(state, hp, functools.partial(self._epoch, batch=batch, hp=hp), epoch_key)
         info = epochs.info
 
-        episodes = episode_stats(traj)
         metrics = self.report(
-            episode_return=episodes.mean_return,
-            episode_length=episodes.mean_length,
-            episodes=episodes.count,
+            traj,
             policy_loss=jnp.mean(info.policy_loss),
             value_loss=jnp.mean(info.value_loss),
             entropy=jnp.mean(info.entropy),

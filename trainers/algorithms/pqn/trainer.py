@@ -30,7 +30,7 @@ from flax import struct
 from trainers import networks
 from trainers.algorithms import action_problem
 from trainers.algorithms.pqn import losses
-from trainers.base import OnPolicyTrainer, check_devices, episode_stats
+from trainers.base import OnPolicyTrainer, check_devices
 from trainers.envs import make_env
 from trainers.hparams import DynamicHParams, StaticConfig
 from trainers.types import TrainState, UpdateMetrics
@@ -110,11 +110,8 @@ class PQN(OnPolicyTrainer):
         epochs = self.train_epochs(state, hp, functools.partial(self._epoch, batch=batch), epoch_key)
         info = epochs.info
 
-        episodes = episode_stats(traj)
         metrics = self.report(
-            episode_return=episodes.mean_return,
-            episode_length=episodes.mean_length,
-            episodes=episodes.count,
+            traj,
             td_loss=jnp.mean(info.td_loss),
             q_mean=jnp.mean(info.q_mean),
             epsilon=epsilon,

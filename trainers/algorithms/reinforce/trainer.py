@@ -47,7 +47,6 @@ from trainers.base import (
     actor_critic_loss,
     annealed_lr,
     check_devices,
-    episode_stats,
     set_injected,
     standardize,
 )
@@ -152,11 +151,8 @@ class REINFORCE(OnPolicyTrainer):
         log_ratio = networks.log_prob(out.policy_out, out.log_std, traj.action, self.spec.discrete) - traj.log_prob
         approx_kl = jax.lax.pmean(losses.masked_mean(jnp.expm1(log_ratio) - log_ratio, valid, count), AXIS)
 
-        episodes = episode_stats(traj)
         metrics = self.report(
-            episode_return=episodes.mean_return,
-            episode_length=episodes.mean_length,
-            episodes=episodes.count,
+            traj,
             policy_loss=step.aux.policy_loss,
             value_loss=step.aux.value_loss,
             entropy=step.aux.entropy,
