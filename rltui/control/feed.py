@@ -12,21 +12,35 @@ import collections
 import os
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from rltui import __version__
 from rltui.control import protocol, session_messages
 from rltui.control.clients import Client, ConnectedClients
 from rltui.session.events import SessionState
 from rltui.session.interface import SessionClient
-from rltui.session.metrics import MetricsSnapshot
+from rltui.session.metrics import MetricsSnapshot, UpdateRecord
 
 
-class KeptRecord(NamedTuple):
-    """An update record of the recent history, encoded once for every client."""
+class KeptRecord:
+    """An update record of the recent history, encoded once for every client, and only once
+    a client needs it: with none attached most records leave the history unread."""
 
-    update: int
-    json: bytes
+    __slots__ = ("record", "_json")
+
+    def __init__(self, record: UpdateRecord):
+        self.record = record
+        self._json: bytes | None = None
+
+    @property
+    def update(self) -> int:
+        return self.record.update
+
+    @property
+    def json(self) -> bytes:
+        if self._json is None:
+            self._json = session_messages.encode_record(self.record)
+        return self._json
 
 
 class RunFeed:
@@ -123,12 +137,14 @@ class RunFeed:
 
     def _publish_snapshot(self, snapshot: MetricsSnapshot) -> None:
         head = session_messages.snapshot_head(snapshot)
-        records = [session_messages.encode_record(record) for record in snapshot.new_records]
+        kept = [KeptRecord(record) for record in snapshot.new_records]
         self.latest_head = head
         self._latest_curves = snapshot.curves
         self._latest_at = time.monotonic()
-        self._history.extend(KeptRecord(r.update, data)
-                             for r, data in zip(snapshot.new_records, records, strict=True))
+        self._history.extend(kept)
+        if not len(self._clients):
+            return  # encoded when a client attaches, those still in the history then
+        records = [record.json for record in kept]
         line = session_messages.snapshot_line(head, records)
         for client in self._clients:
             self._clients.offer_snapshot(client, head, records, line)

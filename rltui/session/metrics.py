@@ -33,6 +33,14 @@ def _json_value(name: str, value: float) -> float | int | None:
     return int(value) if METRIC_SPECS[name].integer else value
 
 
+# Each recorded metric and whether it is a count, looked up once: a record is written per
+# update, thousands a second where updates are small.
+_RECORDED_COUNTS = tuple((name, METRIC_SPECS[name].integer) for name in RECORDED_METRICS)
+# Each declared metric and whether the session measures it itself (read from the record's
+# field of that name) rather than the trainer (read from its values).
+_SERIES_SOURCES = tuple((name, METRIC_SPECS[name].source == "session") for name in METRIC_NAMES)
+
+
 @dataclasses.dataclass(frozen=True)
 class UpdateRecord:
     """One update, as written to metrics.jsonl. `episode_return` is None when no episode
@@ -69,9 +77,10 @@ class UpdateRecord:
             "wall_time": round(self.wall_time, 4),
             SPS: round(self.sps, 1),
         }
-        for name in RECORDED_METRICS:
-            value = self.values.get(name, math.nan)
-            out[name] = _json_value(name, float(value))
+        values = self.values
+        for name, count in _RECORDED_COUNTS:
+            value = float(values.get(name, math.nan))
+            out[name] = (int(value) if count else value) if math.isfinite(value) else None
         if self.per_seed:
             out["seeds"] = {
                 name: [_json_value(name, float(v)) for v in self.per_seed[name]]
@@ -217,14 +226,15 @@ class MetricsStore:
         with self._lock:
             self._last_record = records[-1]
             rows = []
+            series_of = [(self._series[name], name, own) for name, own in _SERIES_SOURCES]
             for record in records:
                 self._steps.append(record.env_steps)
                 self._updates.append(record.update)
                 self._walls.append(record.wall_time)
                 row = []
-                for name, series in self._series.items():
-                    own = METRIC_SPECS[name].source == "session"
-                    value = getattr(record, name) if own else float(record.get(name))
+                values = record.values
+                for series, name, own in series_of:
+                    value = getattr(record, name) if own else float(values.get(name, math.nan))
                     series.append(value)
                     row.append(value)
                 returns = record.overlay_returns

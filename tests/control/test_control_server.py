@@ -59,6 +59,29 @@ def test_hello_then_the_history_once_then_only_new_records(tmp_path):
         client.close()
 
 
+def test_with_no_client_attached_records_wait_unencoded_until_one_attaches(tmp_path, monkeypatch):
+    # Training at thousands of updates a second with nobody attached costs the server thread
+    # no encoding (it would hold the GIL from the training thread); a client that attaches
+    # then gets the recent history, each record encoded once.
+    from rltui.control import feed
+
+    encoded = []
+    real = feed.session_messages.encode_record
+    monkeypatch.setattr(feed.session_messages, "encode_record", lambda r: encoded.append(r.update) or real(r))
+    with served(tmp_path) as (fake, server):
+        fake.on_thread(fake.advance, 40)
+        wait_for(lambda: (server._feed.latest_head or {}).get("update") == 40)  # the server has taken them
+        assert encoded == []
+        client = LineClient(server.path)
+        assert client.recv()["type"] == "hello"
+        client.until(lambda m: m["type"] == "snapshot")
+        assert sorted(encoded) == list(range(1, 41))
+        fake.on_thread(fake.advance, 2)
+        assert [r["update"] for r in client.until(lambda m: m["type"] == "snapshot")["records"]] == [41, 42]
+        assert sorted(encoded) == list(range(1, 43))
+        client.close()
+
+
 def test_what_the_run_posts_while_the_server_accepts_a_client_is_in_that_clients_greeting(tmp_path, monkeypatch):
     # The session posts between the server's select and its accept (the server thread
     # preempted mid-turn): the client still gets it as its history, after its hello.
