@@ -26,7 +26,7 @@ import msgpack
 import numpy as np
 from flax import serialization
 
-from trainers import json_text
+from trainers import file_table, json_text
 from trainers.hparams import quote, shorten
 from trainers.keys import ACTION_KINDS
 from trainers.types import TrainState
@@ -199,24 +199,9 @@ def content_digest(version: int, metadata_text: str, state_digest: str) -> str:
 
 
 def _unpack(data: bytes) -> dict[str, Any]:
-    try:
-        outer = msgpack.unpackb(data, raw=False, strict_map_key=True)
-    except Exception:  # noqa: BLE001 - msgpack raises several types for truncated/garbage input
-        raise CheckpointError("not a readable checkpoint: truncated, damaged, or not a checkpoint at all") from None
-    if not isinstance(outer, dict) or outer.get("format") != FORMAT:
-        raise CheckpointError("not an rltui checkpoint")
-    version = outer.get("version")
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise CheckpointError(f"checkpoint is damaged: its format version is {quote(version)}, not a whole number")
-    if version > VERSION:
-        raise CheckpointError(
-            f"checkpoint format version {version} is newer than this rltui understands ({VERSION}); upgrade rltui"
-        )
-    if version < 1:
-        raise CheckpointError(f"checkpoint is damaged: format version {version} does not exist (versions start at 1)")
-    for field, kind in (("metadata", str), ("sha256", str), ("state", bytes)):
-        if not isinstance(outer.get(field), kind):
-            raise CheckpointError(f"checkpoint is missing its {field}")
+    outer = file_table.open_table(data, file_format=FORMAT, newest_version=VERSION, noun="checkpoint",
+                                  error=CheckpointError, not_ours="not an rltui checkpoint",
+                                  fields={"metadata": str, "sha256": str, "state": bytes})
     if "sha256_all" in outer and not isinstance(outer["sha256_all"], str):
         raise CheckpointError("checkpoint is damaged: its checksum sha256_all is not text")
     return outer

@@ -26,7 +26,7 @@ import msgpack
 import numpy as np
 from flax import serialization
 
-from trainers import json_text, networks
+from trainers import file_table, json_text, networks
 from trainers.hparams import quote
 
 FORMAT = "rltui-policy"
@@ -116,22 +116,11 @@ class PolicyFile(NamedTuple):
 
 def read(data: bytes) -> PolicyFile:
     """Check format, version and checksum and parse the header; PolicyFileError otherwise."""
-    try:
-        outer = msgpack.unpackb(data, raw=False, strict_map_key=True)
-    except Exception:  # noqa: BLE001 - msgpack raises several types for truncated/garbage input
-        raise PolicyFileError("not a readable policy file: truncated, damaged, or not a policy file at all") from None
-    if not isinstance(outer, dict) or outer.get("format") != FORMAT:
-        raise PolicyFileError("not an rltui policy file (rltui export RUN --policy FILE writes one)")
-    version = outer.get("version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise PolicyFileError(f"policy file is damaged: its format version is {quote(version)}")
-    if version > VERSION:
-        raise PolicyFileError(f"policy file format version {version} is newer than this rltui reads ({VERSION}); "
-                              "upgrade rltui")
-    header_text, array_bytes = outer.get("header"), outer.get("arrays")
-    if not isinstance(header_text, str) or not isinstance(array_bytes, bytes) or not isinstance(outer.get("sha256"),
-                                                                                                str):
-        raise PolicyFileError("policy file is missing its header, arrays or checksum")
+    outer = file_table.open_table(
+        data, file_format=FORMAT, newest_version=VERSION, noun="policy file", error=PolicyFileError,
+        not_ours="not an rltui policy file (rltui export RUN --policy FILE writes one)",
+        fields={"header": str, "arrays": bytes, "sha256": str})
+    header_text, array_bytes = outer["header"], outer["arrays"]
     if _digest(header_text, array_bytes) != outer["sha256"]:
         raise PolicyFileError("policy file is corrupted or edited (checksum mismatch)")
     try:

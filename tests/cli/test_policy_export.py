@@ -262,15 +262,28 @@ def re_fullmatch(pattern: str, text: str) -> bool:
 
 
 def test_a_damaged_or_foreign_file_is_refused_in_one_line(exported, tmp_path):
+    import msgpack
+
     import rltui
+    from trainers import policy_file
     from trainers.policy_file import PolicyFileError
 
-    data = bytearray(exported["ppo-mlp"].policy_file.read_bytes())
+    good = exported["ppo-mlp"].policy_file.read_bytes()
+    data = bytearray(good)
     data[-20] ^= 0xFF
     (tmp_path / "damaged").write_bytes(bytes(data))
+    table = msgpack.unpackb(good, raw=False)
+    for name, changes in (("newer", {"version": policy_file.VERSION + 1}), ("text", {"version": "1"}),
+                          ("headless", {"header": None}), ("garbage", None)):
+        (tmp_path / name).write_bytes(b"\x92\xff" if changes is None else msgpack.packb({**table, **changes}))
     for path, message in ((tmp_path / "damaged", r"policy file is corrupted or edited \(checksum mismatch\)"),
                           (exported["ppo-mlp"].checkpoint, "not an rltui policy file"),
-                          (tmp_path / "missing", "cannot read")):
+                          (tmp_path / "missing", "cannot read"),
+                          (tmp_path / "newer", f"policy file format version {policy_file.VERSION + 1} is newer than "
+                                               "this rltui understands"),
+                          (tmp_path / "text", "policy file is damaged: its format version is '1', not a whole number"),
+                          (tmp_path / "headless", "policy file is missing its header"),
+                          (tmp_path / "garbage", "not a readable policy file: truncated, damaged")):
         with pytest.raises(PolicyFileError, match=message) as caught:
             rltui.load_policy(path)
         assert "\n" not in str(caught.value)
