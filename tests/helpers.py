@@ -84,6 +84,17 @@ def assert_checkpoint_continues_bit_exactly(parallel, state, hp: DynamicHParams,
     return resumed
 
 
+def chunk_before_and_after(static: StaticConfig, hp: DynamicHParams, updates: int = 8, seed: int = 2):
+    """One chunk of `updates` updates from a fresh state: its metrics, and the state before
+    and after it (host copies): (metrics, before, after)."""
+    from trainers import checkpoint
+
+    parallel, state, hp = build(static, seed=seed, hp=hp)
+    before = checkpoint.to_portable(state)
+    state, metrics = parallel.run_chunk(state, hp, updates)
+    return host_metrics(metrics), before, checkpoint.to_portable(state)
+
+
 def train_returns(static: StaticConfig, updates: int, seed: int, hp: DynamicHParams) -> np.ndarray:
     """Mean episode return of each of `updates` updates, run in chunks of max_chunk_updates."""
     return train_run(static, updates, seed, hp)[2]

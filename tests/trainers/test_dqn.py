@@ -15,7 +15,14 @@ from trainers.algorithms.dqn.trainer import make_trainer
 from trainers.hparams import DynamicHParams, StaticConfig, batch_split_problem
 from trainers.replay import Replayed
 
-from helpers import assert_checkpoint_continues_bit_exactly, build, count_compiles, host_metrics, train_returns
+from helpers import (
+    assert_checkpoint_continues_bit_exactly,
+    build,
+    chunk_before_and_after,
+    count_compiles,
+    host_metrics,
+    train_returns,
+)
 
 # 4 envs x 2 steps: 8 transitions an update into a buffer of 64 (16 per env); learning
 # starts at 16 stored, then 0.5 x 8 = 4 gradient steps an update.
@@ -74,10 +81,7 @@ def test_the_loss_is_half_the_mean_squared_td_error_against_the_target_network()
 @pytest.fixture(scope="module")
 def tiny_run():
     """Eight updates of TINY, and the state before and after them (host copies)."""
-    parallel, state, hp = build(StaticConfig(**TINY), seed=2, hp=hparams())
-    before = checkpoint.to_portable(state)
-    state, metrics = parallel.run_chunk(state, hp, 8)
-    return host_metrics(metrics), before, checkpoint.to_portable(state)
+    return chunk_before_and_after(StaticConfig(**TINY), hparams())
 
 
 def test_gradient_steps_start_at_learning_starts_then_follow_the_replay_ratio(tiny_run):

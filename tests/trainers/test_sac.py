@@ -19,7 +19,14 @@ from trainers.algorithms.sac.trainer import make_trainer
 from trainers.hparams import DynamicHParams, StaticConfig, batch_split_problem
 from trainers.replay import Replayed
 
-from helpers import assert_checkpoint_continues_bit_exactly, build, count_compiles, host_metrics, train_returns
+from helpers import (
+    assert_checkpoint_continues_bit_exactly,
+    build,
+    chunk_before_and_after,
+    count_compiles,
+    host_metrics,
+    train_returns,
+)
 
 # One program for every test here, the learning guard's and `rltui.train`'s included
 # (compiling it is most of a test's time): 2 envs x 4 steps, 8 transitions an update into
@@ -178,10 +185,7 @@ def test_each_term_reaches_only_its_own_parameters_and_a_fixed_alpha_is_not_lear
 @pytest.fixture(scope="module")
 def tiny_run():
     """Eight updates, and the state before and after them (host copies)."""
-    parallel, state, hp = build(StaticConfig(**SHARED), seed=2, hp=hparams())
-    before = checkpoint.to_portable(state)
-    state, metrics = parallel.run_chunk(state, hp, 8)
-    return host_metrics(metrics), before, checkpoint.to_portable(state)
+    return chunk_before_and_after(StaticConfig(**SHARED), hparams())
 
 
 def test_an_update_reports_sacs_metrics_and_moves_the_temperature(tiny_run):
