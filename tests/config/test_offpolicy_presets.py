@@ -11,7 +11,7 @@ from rltui.config.build import build_config
 OFF_POLICY = ("dqn", "sac")
 
 
-@pytest.mark.parametrize("algo, env", [("dqn", "CartPole-v1"), ("sac", "Pendulum-v1")])
+@pytest.mark.parametrize("algo, env", [("dqn", "CartPole-v1"), ("sac", "Pendulum-v1"), ("sac", "Reacher-misc")])
 def test_an_env_gets_its_algorithms_preset(algo, env):
     config = build_config({}, {"env": env, "algo": algo})
     for key, value in presets.preset(algo, env).items():
