@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness import run_timed_launch
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -65,26 +67,12 @@ def run_rltui(cache: Path, runs: Path, sets: list[str]) -> dict:
     run_dir = Path(tempfile.mkdtemp(dir=runs)) / "run"
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     command = ["rltui", "launch", "--no-ui", "--run-dir", str(run_dir), *(a for s in sets for a in ("--set", s))]
-    start = time.time()
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    end = time.time()
-    if done.returncode:
-        sys.exit(f"rltui exited {done.returncode}:\n{done.stderr[-2000:]}")
-    events = {}
-    for line in (run_dir / "events.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        events.setdefault(record["kind"], record)
-    compiled, finished = events["compiled"], events["finished"]
+    phases, _ = run_timed_launch(command, run_dir, env)
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     returns = [m["episode_return"] for m in metrics[-10:] if m["episode_return"] is not None]
-    session_start = (run_dir / "config.toml").stat().st_mtime
     config = build_config(load_toml(run_dir / "config.toml"))
     return {
-        "total": end - start,
-        "start_up": session_start - start,
-        "compile": compiled.get("data", {}).get("seconds", compiled["wall_time"]),
-        "training": finished["wall_time"] - compiled["wall_time"],
-        "teardown": end - (session_start + finished["wall_time"]),
+        **phases,
         "return": sum(returns) / len(returns),
         "config": {key: getattr(config, key) for key in REFERENCE_KEYS},
     }
