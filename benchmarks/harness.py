@@ -100,3 +100,34 @@ def run_timed_launch(command: list[str], run_dir: Path, env: dict) -> tuple[dict
         "teardown": end - (session_start + finished["wall_time"]),
     }
     return phases, events.get("target_reached")
+
+
+def session_reference_session(command: list[str], label: str) -> dict[str, list[dict]]:
+    """Run `command --measure session`, then `--measure reference`, then the session again,
+    each a process of its own that prints one `RESULT {json}` line: their results by side,
+    each echoed as it comes (`label` names the case)."""
+    results: dict[str, list[dict]] = {"session": [], "reference": []}
+    for which in ("session", "reference", "session"):
+        done = subprocess.run([*command, "--measure", which], capture_output=True, text=True)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+        if done.returncode or not lines:
+            sys.exit(f"{label} {which} failed:\n{done.stderr[-2000:]}")
+        results[which].append(json.loads(lines[-1][len("RESULT "):]))
+        print(f"  {label} {which}: {json.dumps(results[which][-1])}", flush=True)
+    return results
+
+
+def timed_backend(static, devices):
+    """An rltui `JaxBackend` that records how long each build (trace and compile) took, in
+    `build_seconds`. Imported here: a reference's process imports nothing of rltui's."""
+    from rltui.session.backend import JaxBackend
+
+    class TimedBackend(JaxBackend):
+        build_seconds: list[float] = []
+
+        def build(self, hparams):
+            started = time.perf_counter()
+            super().build(hparams)
+            self.build_seconds.append(time.perf_counter() - started)
+
+    return TimedBackend(static, seed=0, devices=devices)

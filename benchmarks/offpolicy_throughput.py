@@ -43,7 +43,6 @@ import inspect
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from harness import run_marked_process, run_timed_launch  # noqa: E402
+from harness import run_marked_process, run_timed_launch, session_reference_session, timed_backend  # noqa: E402
 from throughput import MIN_UPDATES, cpu_seconds, run_session, timed_runs  # noqa: E402
 
 ENVS = {"dqn": "CartPole-v1", "sac": "Pendulum-v1"}
@@ -166,7 +165,6 @@ def measure_one(args) -> None:
     import jax
 
     from rltui.session import TrainingSession
-    from rltui.session.backend import JaxBackend
     from trainers.envs import make_env
 
     static, hp = config.static_config(), config.dynamic_hparams()
@@ -174,14 +172,6 @@ def measure_one(args) -> None:
     result = {"workers": workers, "updates": updates}
     gradient_steps = []
     if args.measure == "session":
-        class Backend(JaxBackend):
-            build_seconds: list[float] = []
-
-            def build(self, hparams):
-                started = time.perf_counter()
-                super().build(hparams)
-                self.build_seconds.append(time.perf_counter() - started)
-
         class GradientSteps:
             def on_state(self, state, message):
                 pass
@@ -194,7 +184,7 @@ def measure_one(args) -> None:
                 if counts:
                     gradient_steps.append(int(counts[-1]))
 
-        backend = Backend(static, seed=0, devices=jax.local_devices()[:1])
+        backend = timed_backend(static, jax.local_devices()[:1])
 
         def run() -> tuple[float, float]:
             session = TrainingSession(backend, hp, updates)
@@ -227,17 +217,10 @@ def table(args) -> None:
     """Session / reference / session processes per algorithm, then the table."""
     rows = []
     for algo in args.algos:
-        results = {"session": [], "reference": []}
-        for which in ("session", "reference", "session"):
-            command = [sys.executable, __file__, "--measure", which, "--algo", algo,
-                       "--dqn-env-steps", str(args.dqn_env_steps), "--sac-env-steps", str(args.sac_env_steps),
-                       "--repeats", str(args.repeats), "--warmup", str(args.warmup)]
-            done = subprocess.run(command, capture_output=True, text=True)
-            lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-            if done.returncode or not lines:
-                sys.exit(f"{algo} {which} failed:\n{done.stderr[-2000:]}")
-            results[which].append(json.loads(lines[-1][len("RESULT "):]))
-            print(f"  {algo} {which}: {json.dumps(results[which][-1])}", flush=True)
+        results = session_reference_session([sys.executable, __file__, "--algo", algo,
+                                             "--dqn-env-steps", str(args.dqn_env_steps),
+                                             "--sac-env-steps", str(args.sac_env_steps),
+                                             "--repeats", str(args.repeats), "--warmup", str(args.warmup)], algo)
         rows.append((algo, results))
     print("\n| algo | env steps | session SPS | reference SPS | ratio (per session process) | session grad steps/s "
           "| reference grad steps/s | grad ratio | CPU s / 1M steps (session, ref) | CPU ratio "

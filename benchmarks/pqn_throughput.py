@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from harness import run_marked_process, run_timed_launch  # noqa: E402
+from harness import run_marked_process, run_timed_launch, session_reference_session, timed_backend  # noqa: E402
 from throughput import MIN_UPDATES, cpu_seconds, run_session, timed_runs  # noqa: E402
 
 TABLE_ENVS = [4, 16, 64, 256, 1024]
@@ -87,22 +86,13 @@ def measure_one(args) -> None:
     import reference_pqn
 
     from rltui.session import TrainingSession
-    from rltui.session.backend import JaxBackend
     from trainers.envs import make_env
 
     static, hp = config.static_config(), config.dynamic_hparams()
     steps = updates * config.steps_per_update
     result = {"workers": workers, "updates": updates}
     if args.measure == "session":
-        class Backend(JaxBackend):
-            build_seconds: list[float] = []
-
-            def build(self, hparams):
-                started = time.perf_counter()
-                super().build(hparams)
-                self.build_seconds.append(time.perf_counter() - started)
-
-        backend = Backend(static, seed=0, devices=jax.local_devices()[:1])
+        backend = timed_backend(static, jax.local_devices()[:1])
 
         def run() -> tuple[float, float]:
             return run_session(TrainingSession(backend, hp, updates), cpu_seconds)
@@ -128,16 +118,9 @@ def table(args) -> None:
     """Session / reference / session processes per env count, then the table."""
     rows = []
     for num_envs in args.envs:
-        results = {"session": [], "reference": []}
-        for which in ("session", "reference", "session"):
-            command = [sys.executable, __file__, "--measure", which, "--envs", str(num_envs), "--env-steps",
-                       str(args.env_steps), "--repeats", str(args.repeats), "--warmup", str(args.warmup)]
-            done = subprocess.run(command, capture_output=True, text=True)
-            lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-            if done.returncode or not lines:
-                sys.exit(f"{which} at {num_envs} envs failed:\n{done.stderr[-2000:]}")
-            results[which].append(json.loads(lines[-1][len("RESULT "):]))
-            print(f"  {num_envs} envs {which}: {json.dumps(results[which][-1])}", flush=True)
+        results = session_reference_session([sys.executable, __file__, "--envs", str(num_envs), "--env-steps",
+                                             str(args.env_steps), "--repeats", str(args.repeats),
+                                             "--warmup", str(args.warmup)], f"{num_envs} envs")
         rows.append((num_envs, results))
     print("\n| envs | session SPS | reference SPS | ratio (per session process) | CPU s / 1M steps (session, ref) "
           "| CPU ratio | compile s (session, ref) |")

@@ -346,7 +346,6 @@ def measure_one(args) -> None:
     import reference_ppo
 
     from rltui.session import TrainingSession
-    from rltui.session.backend import JaxBackend
     from trainers.envs import make_env
     from trainers.hparams import DynamicHParams, StaticConfig
 
@@ -356,15 +355,9 @@ def measure_one(args) -> None:
     hp = DynamicHParams.create(anneal_updates=updates)
     result = {"workers": workers}
     if args.measure == "session":
-        class Backend(JaxBackend):
-            build_seconds: list[float] = []
+        from harness import timed_backend
 
-            def build(self, hparams):
-                started = time.perf_counter()
-                super().build(hparams)
-                self.build_seconds.append(time.perf_counter() - started)
-
-        backend = Backend(static, seed=0, devices=jax.local_devices()[:1])
+        backend = timed_backend(static, jax.local_devices()[:1])
 
         def run() -> tuple[float, float]:
             return run_session(TrainingSession(backend, hp, updates), cpu_seconds)
