@@ -4,6 +4,7 @@ family's), N seeds trained at once in one program (`num_seeds`), and the return 
     python benchmarks/returns.py                      # the whole table, 3 seeds: about 50 minutes on 2 cores
     python benchmarks/returns.py Acrobot-v1 --seeds 5 --set total_timesteps=1e6
     python benchmarks/returns.py --random Catch-bsuite   # a random policy only, no training
+    python benchmarks/returns.py --algo pqn Breakout-MinAtar --check-every 1e6 [--stop-at-reference]
 
 The default runs every env with a preset and every env whose family records a result.
 "Eval" is the final policy's mean return over 32 greedy episodes (`--episodes`), as `rltui
@@ -14,6 +15,12 @@ gives "sampled": the final policy over 164 episodes with sampled actions
 (`--sampled-episodes`), which is how gymnax-blines measured the reference returns
 (`rltui eval --sample`). Wall time is for all seeds together, compile included. Not part of
 the test suite.
+
+`--check-every N` evaluates every seed greedily (as "eval") every N env steps and reports the
+first check at which the worst seed reached the env's reference return (its preset record's,
+or `--reference`): the steps and time its settings need to reach it, training and compile
+only (the checks' own time is left out and printed beside it). `--stop-at-reference` ends
+the run there.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import argparse
 import dataclasses
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +40,24 @@ CHUNK_UPDATES = 64  # updates per compiled call (a traced count: any value, one 
 EVAL_SEED = 1  # every seed's policy is evaluated on the same start states (pendulum_optimum.py too)
 
 
-def train(config) -> tuple[Any, Any, list[float], float]:
-    """(the trained DataParallel, its final state, each seed's final training return, wall seconds)."""
+@dataclasses.dataclass
+class Reached:
+    """The first `--check-every` check at which every seed's greedy return reached the
+    reference."""
+
+    steps: int
+    returns: list[float]
+    seconds: float  # training and compile to this check
+    check_seconds: float  # the checks' own time to this check, left out of `seconds`
+
+
+def train(config, check_every: int = 0, reference: float | None = None, episodes: int = 32,
+          stop_at_reference: bool = False) -> tuple[Any, Any, list[float], float, Reached | None]:
+    """(the trained DataParallel, its final state, each seed's final training return, wall
+    seconds, where the run first reached `reference`). With `check_every`, the run evaluates
+    each seed greedily over `episodes` every `check_every` updates, notes the first check
+    whose worst seed reaches `reference` and, with `stop_at_reference`, stops there; the
+    checks' time is not in the wall seconds."""
     import jax
     import numpy as np
 
@@ -43,42 +67,64 @@ def train(config) -> tuple[Any, Any, list[float], float]:
     static, hp = config.static_config(), config.dynamic_hparams()
     parallel = data_parallel.build(static, jax.local_devices()[:1])
     state = parallel.init(parallel.seed_keys(config.seed), hp)
-    returns, done, shown = [], 0, start
-    while done < config.total_updates:
+    check = seed_evaluator(parallel, config, episodes) if check_every else None
+    returns, done, shown, checking, reached = [], 0, start, 0.0, None
+    while done < config.total_updates and not (stop_at_reference and reached):
         count = min(static.max_chunk_updates, CHUNK_UPDATES, config.total_updates - done)
+        if check is not None:
+            count = min(count, check_every - done % check_every)
         state, metrics = parallel.run_chunk(state, hp, count)
         returns.append(np.asarray(metrics.per_update.episode_return).reshape(config.num_seeds, -1)[:, :count])
         done += count
+        if check is not None and done % check_every == 0:
+            began = time.perf_counter()
+            training = began - start - checking
+            greedy = check(state)
+            checking += time.perf_counter() - began
+            print(f"  {config.env}: {done * static.steps_per_update / 1e6:.2f}M steps, {training:.0f} s training, "
+                  f"greedy {', '.join(map(figure, greedy))}", file=sys.stderr, flush=True)
+            if reached is None and min(greedy) >= reference:
+                reached = Reached(done * static.steps_per_update, greedy, training, checking)
         if time.perf_counter() - shown > PROGRESS_SECONDS:  # long runs (MinAtar: an hour) show they move
             shown = time.perf_counter()
-            recent = np.concatenate(returns, axis=1)[:, -10:]
+            recent = np.concatenate(returns, axis=1)
             print(f"  {config.env}: {done * static.steps_per_update / 1e6:.2f}M steps, {shown - start:.0f} s, train "
-                  + ", ".join(f"{np.nanmean(seed):.1f}" for seed in recent), file=sys.stderr, flush=True)
+                  + ", ".join(f"{np.mean(seed[~np.isnan(seed)][-10:]):.1f}" if not np.isnan(seed).all() else "-"
+                              for seed in recent), file=sys.stderr, flush=True)
     per_seed = np.concatenate(returns, axis=1)
     # Updates in which no episode ended report NaN (Freeway's 2500-step episodes end together,
     # every 20 updates): the mean is over the last 10 updates that finished episodes.
     final = [float(np.mean(seed[~np.isnan(seed)][-10:])) if not np.isnan(seed).all() else float("nan")
              for seed in per_seed]
-    seconds = time.perf_counter() - start
-    return parallel, state, final, seconds
+    seconds = time.perf_counter() - start - checking
+    return parallel, state, final, seconds, reached
 
 
-def evaluate_seeds(parallel, state, config, episodes: int = 32, greedy: bool = True) -> list[float]:
+def seed_evaluator(parallel, config, episodes: int = 32, greedy: bool = True) -> Callable[[Any], list[float]]:
+    """Each seed's mean return over `episodes` of a state's policy, compiled once."""
     import jax
     import numpy as np
 
     from trainers.evaluate import evaluate
 
     trainer = parallel.trainer
-    acting = jax.tree.map(lambda x: x[0], (state.params, state.obs_stats))  # device 0; (seeds, ...) when seeded
     run = jax.jit(jax.vmap(
         lambda p: evaluate(p, jax.random.PRNGKey(EVAL_SEED), spec=trainer.spec, step_fn=trainer.act_step,
                            initial_hidden=trainer.initial_hidden(episodes), episodes=episodes, greedy=greedy,
                            epsilon=config.eps_end if trainer.acts_by_values else None),
     ))
-    if config.num_seeds == 1:
-        acting = jax.tree.map(lambda x: x[None], acting)
-    return [float(r) for r in np.asarray(run(acting)).mean(axis=1)]
+
+    def seeds_returns(state) -> list[float]:
+        acting = jax.tree.map(lambda x: x[0], (state.params, state.obs_stats))  # device 0; (seeds, ...) when seeded
+        if config.num_seeds == 1:
+            acting = jax.tree.map(lambda x: x[None], acting)
+        return [float(r) for r in np.asarray(run(acting)).mean(axis=1)]
+
+    return seeds_returns
+
+
+def evaluate_seeds(parallel, state, config, episodes: int = 32, greedy: bool = True) -> list[float]:
+    return seed_evaluator(parallel, config, episodes, greedy)(state)
 
 
 def evaluate_random(spec, episodes: int = 32) -> float:
@@ -140,6 +186,12 @@ def main(argv=None) -> None:
     parser.add_argument("--random", action="store_true",
                         help="only a uniformly random policy's return on the evaluation episodes (no training)")
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
+    parser.add_argument("--check-every", type=float, default=0, metavar="STEPS",
+                        help="evaluate every seed greedily every STEPS env steps, for the time to the reference")
+    parser.add_argument("--stop-at-reference", action="store_true",
+                        help="with --check-every: stop once every seed has reached the reference")
+    parser.add_argument("--reference", type=float, help="the return --check-every looks for (default: the env's "
+                        "preset record)")
     args = parser.parse_args(argv)
 
     from rltui.config import presets
@@ -160,13 +212,27 @@ def main(argv=None) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for env in envs:
         config = build_config({}, {"env": env, "algo": args.algo, "num_seeds": args.seeds, **overrides})
-        parallel, state, final, seconds = train(config)
+        result = presets.result(args.algo, env) or presets.result("ppo", env)
+        target = args.reference if args.reference is not None else result.reference if result else None
+        check_every = 0
+        if args.check_every:
+            if target is None:
+                raise SystemExit(f"{env} has no reference return on record: give one with --reference")
+            check_every = max(1, round(args.check_every / config.steps_per_update))
+        parallel, state, final, seconds, reached = train(config, check_every, target, args.episodes,
+                                                         args.stop_at_reference)
         evals = evaluate_seeds(parallel, state, config, args.episodes)
         sampled = evaluate_seeds(parallel, state, config, args.sampled_episodes, greedy=False)
         random = evaluate_random(parallel.trainer.spec, args.episodes)
-        result = presets.result(args.algo, env)
-        reference = f"{result.reference:g}" if result and result.reference is not None else "-"
+        reference = f"{target:g}" if target is not None else "-"
         steps = config.total_updates * config.steps_per_update
+        if check_every:
+            print(f"  {env}: " + (f"every seed reached {target:g} at {presets.millions_label(reached.steps)} steps, "
+                                  f"{reached.seconds:.0f} s (checks: {reached.check_seconds:.0f} s more)" if reached
+                                  else f"not every seed reached {target:g} in {presets.millions_label(steps)} steps "
+                                  f"({seconds:.0f} s)"), file=sys.stderr, flush=True)
+            if args.stop_at_reference and reached:
+                steps = reached.steps
         cells = [presets.millions_label(steps), f"{seconds:.0f} s ({args.seeds} seeds)",
                  figure(sum(evals) / len(evals)), figure(min(evals)), figure(sum(final) / len(final)), figure(random),
                  reference]

@@ -4,9 +4,11 @@ built-in defaults."""
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rltui.config import presets
@@ -250,6 +252,7 @@ def returns_benchmark():
     path = Path(__file__).resolve().parents[2] / "benchmarks" / "returns.py"
     spec = importlib.util.spec_from_file_location("returns_benchmark", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while they are made
     spec.loader.exec_module(module)
     return module
 
@@ -276,3 +279,19 @@ def test_a_random_policy_on_pendulum_acts_within_the_action_bounds():
     # than a trained policy and no more than the worst torques every step.
     random = returns_benchmark().evaluate_random(make_env("Pendulum-v1"), episodes=16)
     assert -1900.0 < random < -600.0
+
+
+@pytest.mark.parametrize("reference", [-1e9, 1e9], ids=["reached", "never-reached"])
+def test_the_returns_benchmark_stops_at_the_first_check_that_reaches_the_reference(reference):
+    returns = returns_benchmark()
+    config = build_config({}, {"env": "CartPole-v1", "num_envs": 4, "num_steps": 16, "num_minibatches": 2,
+                               "update_epochs": 1, "hidden_sizes": [16], "num_seeds": 2,
+                               "total_timesteps": 6 * 4 * 16})
+    _, state, final, _, reached = returns.train(config, check_every=2, reference=reference, episodes=2,
+                                                stop_at_reference=True)
+    updates_run = int(np.asarray(state.update_idx).reshape(-1)[0])
+    if reference < 0:  # every seed is above it at the first check: the run ends there
+        assert (reached.steps, len(reached.returns), updates_run) == (2 * 4 * 16, 2, 2)
+    else:  # no check reaches it: the run goes to its end and says nothing was reached
+        assert reached is None and updates_run == 6
+    assert len(final) == 2
