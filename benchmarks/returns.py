@@ -87,17 +87,22 @@ def train(config, check_every: int = 0, reference: float | None = None, episodes
                 reached = Reached(done * static.steps_per_update, greedy, training, checking)
         if time.perf_counter() - shown > PROGRESS_SECONDS:  # long runs (MinAtar: an hour) show they move
             shown = time.perf_counter()
-            recent = np.concatenate(returns, axis=1)
             print(f"  {config.env}: {done * static.steps_per_update / 1e6:.2f}M steps, {shown - start:.0f} s, train "
-                  + ", ".join(f"{np.mean(seed[~np.isnan(seed)][-10:]):.1f}" if not np.isnan(seed).all() else "-"
-                              for seed in recent), file=sys.stderr, flush=True)
-    per_seed = np.concatenate(returns, axis=1)
-    # Updates in which no episode ended report NaN (Freeway's 2500-step episodes end together,
-    # every 20 updates): the mean is over the last 10 updates that finished episodes.
-    final = [float(np.mean(seed[~np.isnan(seed)][-10:])) if not np.isnan(seed).all() else float("nan")
-             for seed in per_seed]
+                  + ", ".join(map(figure, latest_returns(returns))), file=sys.stderr, flush=True)
+    final = latest_returns(returns)
     seconds = time.perf_counter() - start - checking
     return parallel, state, final, seconds, reached
+
+
+def latest_returns(returns: list) -> list[float]:
+    """Each seed's training return over the last 10 updates that finished episodes (updates
+    in which none ended report NaN: Freeway's 2500-step episodes end together, every 20
+    updates); NaN for a seed that has finished none."""
+    import numpy as np
+
+    per_seed = np.concatenate(returns, axis=1)
+    return [float(np.mean(seed[~np.isnan(seed)][-10:])) if not np.isnan(seed).all() else float("nan")
+            for seed in per_seed]
 
 
 def seed_evaluator(parallel, config, episodes: int = 32, greedy: bool = True) -> Callable[[Any], list[float]]:
@@ -212,8 +217,10 @@ def main(argv=None) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for env in envs:
         config = build_config({}, {"env": env, "algo": args.algo, "num_seeds": args.seeds, **overrides})
-        result = presets.result(args.algo, env) or presets.result("ppo", env)
-        target = args.reference if args.reference is not None else result.reference if result else None
+        # The reference is the env's: PPO's record holds it where this algorithm's has none.
+        recorded = [r.reference for r in (presets.result(args.algo, env), presets.result("ppo", env))
+                    if r is not None and r.reference is not None]
+        target = args.reference if args.reference is not None else next(iter(recorded), None)
         check_every = 0
         if args.check_every:
             if target is None:
