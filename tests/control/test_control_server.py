@@ -69,6 +69,7 @@ def test_with_no_client_attached_records_wait_unencoded_until_one_attaches(tmp_p
     real = feed.session_messages.encode_record
     monkeypatch.setattr(feed.session_messages, "encode_record", lambda r: encoded.append(r.update) or real(r))
     with served(tmp_path) as (fake, server):
+        wait_for(lambda: server.client_count == 0)  # the fixture's probe has hung up, and the server has seen it
         fake.on_thread(fake.advance, 40)
         wait_for(lambda: (server._feed.latest_head or {}).get("update") == 40)  # the server has taken them
         assert encoded == []
