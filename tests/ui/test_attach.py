@@ -77,7 +77,7 @@ async def test_quit_detaches_and_the_run_goes_on(tmp_path):
         await run_attached(tmp_path, scenario)
         assert fake.commands == [Pause()]  # no Stop
         assert fake.state is SessionState.PAUSED and not fake.join(0.05)
-        assert server.client_count == 0
+        wait_for(lambda: server.client_count == 0)  # the dashboard's hang-up, once the server thread sees it
 
 
 async def test_stopping_the_run_is_explicit_and_confirmed(tmp_path):
