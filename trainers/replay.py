@@ -113,8 +113,9 @@ class OffPolicyTrainer(OnPolicyTrainer):
         replay = ReplayState(buffer, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
         return state.replace(target_params=jax.tree.map(jnp.copy, state.params), replay=replay)
 
-    def store(self, replay: ReplayState, traj: Transition) -> ReplayState:
-        buffer = self.replay_buffer.add(replay.buffer, transitions(traj))
+    def store(self, replay: ReplayState, fresh: Replayed) -> ReplayState:
+        """`replay` with `fresh` (a rollout's `transitions`) added."""
+        buffer = self.replay_buffer.add(replay.buffer, fresh)
         return replay.replace(buffer=buffer.replace(current_index=buffer.current_index.astype(jnp.int32)))
 
     def stored(self, replay: ReplayState) -> jax.Array:
@@ -148,9 +149,10 @@ class OffPolicyTrainer(OnPolicyTrainer):
     def loss(self, params, target_params, batch: Replayed, hp: DynamicHParams, key: jax.Array):
         raise NotImplementedError
 
-    def learn(self, state: TrainState, hp: DynamicHParams, key: jax.Array) -> Learned:
+    def learn(self, state: TrainState, hp: DynamicHParams, key: jax.Array, fresh: Replayed) -> Learned:
         """The gradient steps due (`steps_due`) on batches sampled from `state.replay`, each
-        followed by the target update, at the annealed learning rate of this update."""
+        followed by the target update, at the annealed learning rate of this update; `fresh`,
+        the update's own transitions, give the diagnostics of an update that takes none."""
         lr = annealed_lr(hp, state.update_idx)
         opt_state = set_injected(state.opt_state, learning_rate=lr, max_grad_norm=hp.max_grad_norm)
         steps, credit = self.steps_due(state.replay, hp)
@@ -179,16 +181,20 @@ class OffPolicyTrainer(OnPolicyTrainer):
             return jax.tree.map(mean, info_sum), mean(norm_sum)
 
         # Before learning starts (or at a ratio that leaves an update without a step) the
-        # diagnostics are of one batch at the current parameters, nothing applied: finite,
-        # so that the divergence guard reads only a diverged run's values as non-finite.
+        # diagnostics are of the update's own transitions at the current parameters, nothing
+        # applied: finite, so that the divergence guard reads only a diverged run's values as
+        # non-finite, and a few rows, so that an update without a step stays cheap.
         info, grad_norm = jax.lax.cond(
-            steps > 0, means, lambda _: self.diagnose(state.params, state.target_params, state.replay, key, hp), None)
+            steps > 0, means, lambda _: self.diagnose(state.params, state.target_params, fresh, key, hp), None)
         replay = state.replay.replace(credit=credit, gradient_steps=taken)
         return Learned(params, opt_state, target, replay, info, grad_norm, steps, lr)
 
-    def diagnose(self, params, target_params, replay: ReplayState, key: jax.Array, hp: DynamicHParams):
-        """The loss's aux and the gradient norm on one sampled batch, averaged over devices."""
-        batch = self.sample(replay, key)
+    def diagnose(self, params, target_params, fresh: Replayed, key: jax.Array, hp: DynamicHParams):
+        """The loss's aux and the gradient norm on `fresh` (transitions with leaves (env, time,
+        ...), as `transitions` gives them; at most a sampled batch's rows of them), averaged
+        over devices."""
+        rows = self.static.batch_size // self.num_devices
+        batch = jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:]))[:rows], fresh)
         (_, info), grads = jax.value_and_grad(self.loss, has_aux=True)(
             params, target_params, batch, hp, self.loss_key(key))
         flat_grads, _ = jax.flatten_util.ravel_pytree(grads)
@@ -199,8 +205,9 @@ class OffPolicyTrainer(OnPolicyTrainer):
         """Collect a rollout, store it, take the gradient steps due, report."""
         key, rollout_key, learn_key = jax.random.split(state.key, 3)
         collected = self.collect(state, rollout_key, hp)
-        replay = self.store(state.replay, collected.traj)
-        learned = self.learn(state.replace(replay=replay), hp, learn_key)
+        fresh = transitions(collected.traj)
+        replay = self.store(state.replay, fresh)
+        learned = self.learn(state.replace(replay=replay), hp, learn_key, fresh)
         metrics = self.report(
             collected.traj,
             td_loss=learned.info.td_loss,

@@ -88,14 +88,31 @@ def test_gradient_steps_start_at_learning_starts_then_follow_the_replay_ratio(ti
     metrics, _, after = tiny_run
     np.testing.assert_allclose(metrics["buffer_fill"], [min(1.0, 8 * (i + 1) / 64) for i in range(8)])
     np.testing.assert_array_equal(metrics["gradient_steps"], [0, 4, 8, 12, 16, 20, 24, 28])
-    # Before learning starts the diagnostics are of a batch at the current parameters: finite,
-    # so the divergence guard does not stop a run that has not started learning.
+    # Before learning starts the diagnostics are finite, so the divergence guard does not
+    # stop a run that has not started learning.
     assert np.isfinite(metrics["td_loss"]).all() and np.isfinite(metrics["grad_norm"]).all()
     for name in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac"):
         assert np.isnan(metrics[name]).all(), name  # not DQN's quantities
     # Every env keeps its own rows; the counters are stored once.
     assert after.replay.buffer.experience.obs.shape == (4, 16, 4)
     assert int(after.replay.gradient_steps) == 28 and bool(after.replay.buffer.is_full)
+
+
+def test_an_update_without_a_gradient_step_reports_the_loss_on_its_own_transitions(tiny_run):
+    # The first update stores 8 transitions (learning starts at 16) and takes no step: its
+    # TD loss, mean Q and gradient norm are those of its own transitions at the initial
+    # parameters. The buffer holds them at its first two rows of each env (it has just filled).
+    metrics, before, after = tiny_run
+    trainer = make_trainer(StaticConfig(**TINY))
+    rows = jax.tree.map(lambda x: jnp.asarray(x[:, :2]).reshape((8, *x.shape[2:])), after.replay.buffer.experience)
+    hp = hparams()
+    (_, info), grads = jax.jit(jax.value_and_grad(trainer.loss, has_aux=True))(
+        before.params, before.target_params, rows, hp)
+    norm = np.sqrt(sum(float(jnp.sum(jnp.square(g))) for g in jax.tree.leaves(grads)))
+    assert metrics["gradient_steps"][0] == 0
+    assert metrics["td_loss"][0] == pytest.approx(float(info.td_loss), rel=1e-4)
+    assert metrics["q_mean"][0] == pytest.approx(float(info.q_mean), rel=1e-4, abs=1e-6)
+    assert metrics["grad_norm"][0] == pytest.approx(norm, rel=1e-4)
 
 
 def test_the_target_network_is_a_copy_taken_at_the_last_multiple_of_target_period(tiny_run):
