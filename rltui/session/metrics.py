@@ -223,34 +223,37 @@ class MetricsStore:
         records = list(records)
         if not records:
             return
+        # Column by column: a chunk can hold thousands of records, each with every metric.
+        nan = math.nan
+        columns = [[getattr(record, name) for record in records] if own
+                   else [float(record.values.get(name, nan)) for record in records]
+                   for name, own in _SERIES_SOURCES]
+        returns = [record.overlay_returns for record in records]
+        updates = [record.update for record in records]
+        steps = [record.env_steps for record in records]
+        walls = [record.wall_time for record in records]
         with self._lock:
             self._last_record = records[-1]
-            rows = []
-            series_of = [(self._series[name], name, own) for name, own in _SERIES_SOURCES]
-            for record in records:
-                self._steps.append(record.env_steps)
-                self._updates.append(record.update)
-                self._walls.append(record.wall_time)
-                row = []
-                values = record.values
-                for series, name, own in series_of:
-                    value = getattr(record, name) if own else float(values.get(name, math.nan))
-                    series.append(value)
-                    row.append(value)
-                returns = record.overlay_returns
-                while len(self._seed_returns) < len(returns):
-                    self._seed_returns.append(collections.deque(maxlen=self._capacity))
-                for series, value in zip(self._seed_returns, returns):
-                    series.append(value)
-                rows.append((row, returns))
-            buffer = self._buffer(len(records[0].overlay_returns))
+            self._steps.extend(steps)
+            self._updates.extend(updates)
+            self._walls.extend(walls)
+            for (name, _), column in zip(_SERIES_SOURCES, columns):
+                self._series[name].extend(column)
+            widest = max(map(len, returns))
+            while len(self._seed_returns) < widest:
+                self._seed_returns.append(collections.deque(maxlen=self._capacity))
+            if widest:
+                for seed, series in enumerate(self._seed_returns[:widest]):
+                    # A record with fewer returns than the widest adds none for the seeds it lacks.
+                    series.extend(r[seed] for r in returns if len(r) > seed)
+            buffer = self._buffer(len(returns[0]))
             seeds = len(buffer.columns) - len(METRIC_NAMES)
-            values = np.full((len(rows), len(buffer.columns)), np.nan)
-            for i, (row, returns) in enumerate(rows):
-                values[i, : len(row)] = row
-                values[i, len(row) : len(row) + min(seeds, len(returns))] = returns[:seeds]
-            buffer.extend([r.update for r in records], [r.env_steps for r in records],
-                          [r.wall_time for r in records], values)
+            values = np.full((len(records), len(buffer.columns)), np.nan)
+            values[:, : len(columns)] = np.asarray(columns, dtype=float).T
+            for i, overlay in enumerate(returns):
+                if overlay and seeds:
+                    values[i, len(columns) : len(columns) + min(seeds, len(overlay))] = overlay[:seeds]
+            buffer.extend(updates, steps, walls, values)
 
     def drop_after(self, env_steps: int) -> None:
         """Forget the records past `env_steps` (a rollback to a checkpoint taken there)."""
