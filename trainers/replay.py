@@ -128,8 +128,11 @@ class OffPolicyTrainer(OnPolicyTrainer):
         return self.stored(replay) / (rows_per_env(self.static) * self.static.num_envs)
 
     def steps_due(self, replay: ReplayState, hp: DynamicHParams) -> tuple[jax.Array, jax.Array]:
-        """(gradient steps to take now, credit left): none before `learning_starts`."""
-        started = self.stored(replay) >= hp.learning_starts
+        """(gradient steps to take now, credit left): none before the buffer holds
+        `learning_starts` transitions, or is full (a `learning_starts` beyond the buffer's
+        capacity would otherwise never be reached)."""
+        capacity = float(rows_per_env(self.static) * self.static.num_envs)
+        started = self.stored(replay) >= jnp.minimum(hp.learning_starts, capacity)
         credit = replay.credit + jnp.where(started, hp.replay_ratio * self.static.steps_per_update, 0.0)
         steps = jnp.floor(credit)
         return steps.astype(jnp.int32), credit - steps

@@ -22,7 +22,8 @@ REPLAY_KEYS: tuple[Key, ...] = (
     Key("replay_in_checkpoint", True, "checkpoints hold the replay buffer, so a resumed run continues exactly; "
         "off, they leave it out (smaller files) and a resumed run refills it before learning again", Switch(),
         STATIC, resumable=True, after="batch_size"),
-    Key("learning_starts", 10_000.0, "transitions in the replay buffer (all envs) before gradient steps start",
+    Key("learning_starts", 10_000.0, "transitions in the replay buffer (all envs) before gradient steps start (a "
+        "full buffer starts them whatever this says)",
         Number(0, float32=True), TRACED, live=True, after="max_grad_norm"),
     Key("replay_ratio", 0.1, "gradient steps per env step (all envs together; fractions carry over between "
         "updates)", Number(0, float32=True), TRACED, live=True, after="learning_starts"),
@@ -56,7 +57,8 @@ def buffer_bytes(config: Any, obs_size: int, action_size: int, discrete: bool) -
 
 def replay_batch_problem(config: Any, num_devices: int) -> tuple[str, str] | None:
     """The replay rule of every off-policy algorithm: each device samples an equal share of
-    `batch_size`; the buffer holds at least one rollout of every env. (key, problem) or None."""
+    `batch_size`, no larger than the buffer; the buffer holds at least one rollout of every
+    env. (key, problem) or None."""
     if config.batch_size % num_devices:
         return "batch_size", (f"must be a multiple of the {num_devices} devices it is split over, "
                               f"got {config.batch_size}")
@@ -64,4 +66,7 @@ def replay_batch_problem(config: Any, num_devices: int) -> tuple[str, str] | Non
     if config.buffer_size < rollout:
         return "buffer_size", (f"must hold at least one rollout (num_envs x num_steps = {rollout:,} transitions), "
                                f"got {config.buffer_size:,}")
+    if config.batch_size > config.buffer_size:
+        return "batch_size", (f"must be at most buffer_size ({config.buffer_size:,}): a batch is drawn from the "
+                              f"buffer, got {config.batch_size:,}")
     return None

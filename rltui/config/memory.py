@@ -23,6 +23,11 @@ fusion buffers, padding, the allocator's fragmentation): the estimate errs high,
 refusal means the run would not fit, not that it might be tight. The refusal names the
 part that needs the most, and the keys that shrink it.
 
+Saving a checkpoint holds CHECKPOINT_COPIES copies of it in the host's memory at once (the
+state fetched from the devices, and its serialized bytes as they grow): on CPU devices,
+which share that memory, they count against it too. A replay buffer kept in checkpoints
+makes them as large as the buffer.
+
 `rltui eval` needs no guess: XLA's own buffer assignment of the compiled evaluation
 (`memory_analysis`) says what it needs, before anything runs.
 """
@@ -40,6 +45,7 @@ from trainers.algorithms import algorithm
 
 FLOAT = 4  # bytes: everything the trainer keeps is float32 (or int32/uint32 of the same size)
 SAFETY = 2.0
+CHECKPOINT_COPIES = 3
 _METRICS_PER_UPDATE = 32  # values a chunk's metrics buffer holds per update, with room to spare
 _GIB = 2**30
 
@@ -189,7 +195,8 @@ def check_population_fits(
     # Over several processes each checks its own devices (another's memory is not its to read).
     local = [device for device in devices if getattr(device, "process_index", 0) == jax.process_index()]
     cpus = [device for device in local if device.platform == "cpu"]
-    checks = [(cpus[0], per_device * len(cpus), "cpu")] if cpus else []
+    saving = CHECKPOINT_COPIES * checkpoint_bytes(static, spec)
+    checks = [(cpus[0], per_device * len(cpus) + saving, "cpu")] if cpus else []
     checks += [
         (device, per_device, f"{device.platform} {device.id}") for device in local if device.platform != "cpu"
     ]

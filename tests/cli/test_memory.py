@@ -123,13 +123,15 @@ def test_the_most_episodes_an_evaluation_names_fit_and_more_do_not():
 def test_a_single_run_is_refused_naming_what_to_lower():
     from test_sweep import FakeDevice
 
-    from rltui.config.memory import check_population_fits, estimate_agent_bytes
+    from rltui.config.memory import CHECKPOINT_COPIES, check_population_fits, checkpoint_bytes, estimate_agent_bytes
     from trainers.envs import make_env
 
     def refusal(*items: str) -> str:
         static = build_config({}, parse_overrides([*SMALL, *items]), use_preset=False).static_config()
         spec = make_env(static.env_id)
-        need = static.num_agents * estimate_agent_bytes(static, spec)
+        # On a CPU device: training, and the copies of a checkpoint while it is saved.
+        need = (static.num_agents * estimate_agent_bytes(static, spec)
+                + CHECKPOINT_COPIES * checkpoint_bytes(static, spec))
         check_population_fits(static, spec, [FakeDevice()], free_bytes=lambda _: need)  # fits, just
         with pytest.raises(UsageError) as caught:
             check_population_fits(static, spec, [FakeDevice()], free_bytes=lambda _: need - 1)

@@ -115,6 +115,12 @@ def test_an_update_without_a_gradient_step_reports_the_loss_on_its_own_transitio
     assert metrics["grad_norm"][0] == pytest.approx(norm, rel=1e-4)
 
 
+def test_a_learning_starts_beyond_the_buffers_capacity_starts_learning_once_it_is_full():
+    # 64 transitions fit; learning_starts 1000 would never be reached: a full buffer starts.
+    metrics, _, _ = chunk_before_and_after(StaticConfig(**TINY), hparams(learning_starts=1000.0))
+    np.testing.assert_array_equal(metrics["gradient_steps"], [0, 0, 0, 0, 0, 0, 0, 4])
+
+
 def test_the_target_network_is_a_copy_taken_at_the_last_multiple_of_target_period(tiny_run):
     # 28 steps, a copy every 2nd: the target is the online network as it was after step 28.
     _, before, after = tiny_run
@@ -206,15 +212,17 @@ def test_a_checkpoint_without_the_buffer_resumes_with_an_empty_one_that_refills(
 
 
 # --- refusals -------------------------------------------------------------------------------
-def test_dqn_refuses_a_gru_a_buffer_smaller_than_a_rollout_continuous_actions_and_an_uneven_batch():
+def test_dqn_refuses_a_gru_a_buffer_smaller_than_a_rollout_or_a_batch_continuous_actions_and_an_uneven_batch():
     assert batch_split_problem(StaticConfig(**{**TINY, "network": "gru"})) == (
         "network", 'dqn takes mlp or cnn (its Q-network is feed-forward), got "gru"')
     assert batch_split_problem(StaticConfig(**{**TINY, "buffer_size": 7})) == (
         "buffer_size", "must hold at least one rollout (num_envs x num_steps = 8 transitions), got 7")
     assert batch_split_problem(StaticConfig(**{**TINY, "batch_size": 9}), 2) == (
         "batch_size", "must be a multiple of the 2 devices it is split over, got 9")
+    assert batch_split_problem(StaticConfig(**{**TINY, "batch_size": 65})) == (
+        "batch_size", "must be at most buffer_size (64): a batch is drawn from the buffer, got 65")
     with pytest.raises(ValueError, match=r"^algo: dqn takes discrete actions; Pendulum-v1 has continuous ones "
-                                         r"\(ppo and reinforce and sac take them\)$"):
+                                         r"\(ppo, reinforce and sac take them\)$"):
         make_trainer(StaticConfig(**{**TINY, "env_id": "Pendulum-v1"}))
 
 
@@ -275,6 +283,28 @@ def test_a_replay_buffer_too_large_for_memory_is_refused_in_one_line_naming_buff
                                       "buffer_size"), caught.value
     with pytest.raises(UsageError, match="checkpoints would be about"):
         check_checkpoint_fits(huge, spec)
+
+
+def test_on_cpu_the_memory_check_counts_the_copies_a_checkpoint_of_the_buffer_makes_while_it_is_saved():
+    from test_sweep import FakeDevice
+
+    from rltui.config.build import build_config
+    from rltui.config.memory import check_population_fits
+    from rltui.errors import UsageError
+    from trainers.envs import make_env
+
+    def static_of(**values):
+        return build_config({}, {"algo": "dqn", "num_envs": 4, "buffer_size": 1_000_000, **values},
+                            use_preset=False).static_config()
+
+    # The buffer is 41 MB (41 bytes a transition): twice that for training fits in 150 MB, but
+    # not with the copies of a 41 MB checkpoint that saving holds; without the buffer in
+    # checkpoints it fits.
+    free = lambda _: 150 * 10**6
+    with pytest.raises(UsageError, match=r"mostly the replay buffer of buffer_size 1,000,000"):
+        check_population_fits(static_of(), make_env("CartPole-v1"), [FakeDevice()], free_bytes=free)
+    check_population_fits(static_of(replay_in_checkpoint=False), make_env("CartPole-v1"), [FakeDevice()],
+                          free_bytes=free)
 
 
 # --- through rltui -------------------------------------------------------------------------

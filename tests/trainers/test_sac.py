@@ -264,7 +264,7 @@ def test_sac_refuses_discrete_actions_a_gru_or_cnn_and_an_uneven_batch():
     assert batch_split_problem(StaticConfig(**{**SHARED, "batch_size": 9}), 2) == (
         "batch_size", "must be a multiple of the 2 devices it is split over, got 9")
     with pytest.raises(ValueError, match=r"^algo: sac takes continuous actions; CartPole-v1 has discrete ones "
-                                         r"\(ppo and reinforce and pqn and dqn take them\)$"):
+                                         r"\(ppo, reinforce, pqn and dqn take them\)$"):
         make_trainer(StaticConfig(**{**SHARED, "env_id": "CartPole-v1"}))
 
 

@@ -31,9 +31,15 @@ def action_problem(name: str, actions: str, env: str) -> str | None:
     "continuous"), naming the algorithms that can; None where it can."""
     if algorithm(name).takes(actions):
         return None
-    takes = " and ".join(algorithm(name).actions)
-    others = " and ".join(other for other, a in ALGORITHMS.items() if a.takes(actions))
+    takes = _listed(algorithm(name).actions)
+    others = _listed([other for other, a in ALGORITHMS.items() if a.takes(actions)])
     return f"algo: {name} takes {takes} actions; {env} has {actions} ones ({others} take them)"
+
+
+def _listed(words) -> str:
+    """"a", "a and b", "a, b and c"."""
+    words = list(words)
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def make_trainer(static: Any, num_devices: int = 1) -> Any:
