@@ -21,7 +21,7 @@ from rltui.watch.params import PolicyMismatch, acting_template, adopt_params
 class StepView(NamedTuple):
     """What the view shows beside the picture, for the step just taken (host values)."""
 
-    action: Any  # int (discrete) or array (continuous)
+    action: Any  # int (discrete) or array (continuous): what the env received
     probs: np.ndarray | None  # discrete: the policy's action probabilities (or, see below, Q-values)
     mean: np.ndarray | None  # continuous: the Gaussian's mean and std
     std: np.ndarray | None
@@ -187,8 +187,11 @@ class Player:
             action = networks.sample_action(act_key, policy_out, log_std, self.spec.discrete)
         # Without the env's auto-reset: the state after a step that ends the episode is the
         # one that ended it, for the frame that says so; `step` resets before the next one.
+        # What the env receives (continuous: clipped, or squashed and scaled, to its bounds) is
+        # the action shown.
+        action = env_action(self.spec, action)
         _, env_state2, reward, terminated, truncated, info = self.spec.env.step(
-            NoResetKey(step_key), env_state, env_action(self.spec, action), self.spec.params
+            NoResetKey(step_key), env_state, action, self.spec.params
         )
         # The step's observation, and the last one where an env resets itself in its own step.
         obs2 = info["final_observation"]
