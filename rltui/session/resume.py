@@ -142,12 +142,13 @@ class PreparedResume(NamedTuple):
                 lines.append(f"{name} = {shown(name, value)} now applies to all {len(members)} members, in place of "
                              f"their own values ({', '.join(shown(name, v) for v in own)}); the dashboard's "
                              f"leaderboard edits one member's")
-        from trainers.lr_schedule import schedule_notice
+        from trainers.lr_schedule import epsilon_notice, schedule_notice
 
         before = self.changes.hparams_before
         now = {**(before.as_floats() if before is not None else {}), **self.changes.live}
-        schedule = schedule_notice(metadata, now, self.changes.update, members=bool(members))
-        return [*lines, schedule] if schedule else lines
+        schedules = (notice(metadata, now, self.changes.update, members=bool(members))
+                     for notice in (schedule_notice, epsilon_notice))
+        return [*lines, *(line for line in schedules if line)]
 
 
 def prepare_resume(config: RunConfig, resume: VerifiedCheckpoint, target: ResumeTarget,

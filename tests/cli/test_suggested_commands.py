@@ -147,6 +147,24 @@ def test_the_schedule_line_says_what_the_next_update_trains_at():
         "constant from then on; each member's rate changes alike")
 
 
+def test_the_exploration_line_says_what_epsilon_the_next_update_explores_at():
+    from trainers.lr_schedule import epsilon_notice
+
+    hparams = {"eps_start": 1.0, "eps_end": 0.01, "eps_decay": 0.5, "anneal_updates": 10_000.0}
+    saved = {"trainer": "dqn", "hparams": hparams}
+    stretched = {**hparams, "anneal_updates": 40_000.0}
+    # At update 10,000 epsilon had reached 0.01; over the longer run it is half way down.
+    assert epsilon_notice(saved, stretched, 10_000) == (
+        "the exploration schedule changes: update 10,001 explores at epsilon 0.505 (update 10,000 explored at "
+        "0.01), falling linearly to 0.01 at update 20,000, as a run planned for that total from the start would")
+    assert epsilon_notice(saved, dict(hparams), 10_000) is None  # resumed as it was: nothing to say
+    assert epsilon_notice({**saved, "trainer": "ppo"}, stretched, 10_000) is None  # PPO has no epsilon
+    lower = {**hparams, "eps_end": 0.001}
+    assert epsilon_notice(saved, lower, 10_000) == (
+        "the exploration schedule changes: update 10,001 explores at epsilon 0.001 (update 10,000 explored at "
+        "0.01), constant from then on")
+
+
 @pytest.mark.parametrize("anneal_lr", [1.0, 0.0])
 def test_the_rate_a_resume_names_is_the_rate_the_compiled_step_trains_at(anneal_lr):
     import jax.numpy as jnp

@@ -9,12 +9,13 @@ import jax.numpy as jnp
 from trainers.returns import gae
 
 
-def epsilon(eps_start, eps_end, eps_decay, anneal_updates, update_idx):
+def epsilon(eps_start, eps_end, eps_decay, anneal_updates, update_idx, xp=jnp):
     """The exploration rate of the update with 0-based `update_idx`: linear from
     `eps_start` to `eps_end` over the first `eps_decay` of the run's `anneal_updates`
-    updates, then `eps_end`. Every argument may be traced."""
-    decay_updates = jnp.maximum(eps_decay * anneal_updates, 1.0)
-    fraction = jnp.clip(update_idx / decay_updates, 0.0, 1.0)
+    updates, then `eps_end`. Every argument may be traced. `xp` is the array module: NumPy
+    on the host (what a resume says of the schedule), so that both use this one formula."""
+    decay_updates = xp.maximum(eps_decay * anneal_updates, 1.0)
+    fraction = xp.clip(update_idx / decay_updates, 0.0, 1.0)
     return eps_start + fraction * (eps_end - eps_start)
 
 
