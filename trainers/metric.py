@@ -23,7 +23,7 @@ class MetricSpec:
     title: str  # long label: the chart's title
     label: str  # short label: sparklines, the headless line
     fmt: str = ".4g"  # format spec of one value in a line of text
-    higher_is_better: bool | None = None  # None: neither, a diagnostic rather than a goal
+    higher_is_better: bool | None = None  # False: lower is (a loss); None: neither, a diagnostic
     # "session": measured by the session (a field of its UpdateRecord), not in UpdateMetrics.
     # "evaluation": the session's evaluation of the policy (eval_every_updates), held in the
     # record of the update it evaluated and NaN in the others.

@@ -163,7 +163,7 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = DEFAULT_ALGORITHM)
             return "warn", "Box bounds are not all finite: actions are not clipped in those dimensions"
         return f"Box{tuple(space.shape)} in [{float(spec.action_low.min()):g}, {float(spec.action_high.max()):g}]"
 
-    attempt("action space supported", action_check)
+    supported = attempt("action space supported", action_check)
 
     def reward_check():
         r = np.asarray(reward)
@@ -246,6 +246,8 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = DEFAULT_ALGORITHM)
         return f"every random episode ended within {limit} steps"
 
     attempt("an episode ends within the limit", end_check)
+    if not supported:  # the algorithm cannot train on these actions: no update to run
+        return checks
 
     def update_check():
         from trainers import checkpoint

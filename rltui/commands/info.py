@@ -330,8 +330,13 @@ def add_parser(sub) -> None:
     )
     evaluate.add_argument("path", metavar="PATH", help="checkpoint file, or run directory (its latest checkpoint)")
     evaluate.add_argument("--episodes", type=int, default=32, help="number of episodes (default 32)")
+    from trainers.algorithms import ALGORITHMS, listed
+    from trainers.algorithms.algorithm import from_the_policy
+
+    explorers = listed(name for name, a in ALGORITHMS.items() if a.sample_epsilon is not from_the_policy)
     evaluate.add_argument("--sample", action="store_true",
-                          help="sample actions from the policy, epsilon-greedy at eps_end for pqn (default: greedy)")
+                          help=f"sample actions from the policy, epsilon-greedy at eps_end for {explorers} "
+                               "(default: greedy)")
     evaluate.add_argument("--seed", type=int, default=0, help="seed for the evaluation episodes (default 0)")
 
     evaluate.set_defaults(run=cmd_eval)

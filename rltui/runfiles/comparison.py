@@ -30,9 +30,27 @@ class RunSummary(NamedTuple):
     population: str = ""  # a population: "3x1 (members x seeds), best member 2 (lr=0.001)"; else empty
 
 
-def steps_to(steps: Sequence[int], values: Sequence[float], threshold: float) -> int | None:
+def lower_is_better(metric: str) -> bool:
+    """Whether a lower value of `metric` (a declared metric's name, or a member's or seed's
+    series of one) is the better: a loss. Returns, rates and diagnostics count upward."""
+    from trainers.metrics_spec import METRIC_SPECS
+
+    names = [part for part in metric.split("/") if part in METRIC_SPECS]
+    return bool(names) and METRIC_SPECS[names[-1]].higher_is_better is False
+
+
+def best_of(metric: str, values: Sequence[float]) -> float:
+    """The best of `values`: the lowest of a loss, else the highest; NaN for none."""
+    if not values:
+        return math.nan
+    return min(values) if lower_is_better(metric) else max(values)
+
+
+def steps_to(steps: Sequence[int], values: Sequence[float], threshold: float, lower: bool = False) -> int | None:
+    """The first of `steps` whose value reached `threshold`: at or above it, or at or below
+    it where `lower` is better."""
     for step, value in zip(steps, values):
-        if value >= threshold:
+        if (value <= threshold) if lower else (value >= threshold):
             return int(step)
     return None
 
@@ -61,7 +79,8 @@ def show_value(value: Any) -> str:
 
 def summarize(run: RunData, metric: str, threshold: float | None, base: dict[str, Any]) -> RunSummary:
     """A run's figures of `metric`. A population is compared by its best member (the one
-    whose final value is highest): its final, best and steps to the threshold."""
+    whose final value is highest, a loss's lowest): its final, best and steps to the
+    threshold (reached from above for a loss)."""
     compared = compared_column(run, metric)
     steps, values = compared.steps, compared.values
     population = ""
@@ -78,8 +97,9 @@ def summarize(run: RunData, metric: str, threshold: float | None, base: dict[str
         updates=int(last.get("update", 0) or 0),
         env_steps=int(last.get("env_steps", 0) or 0),
         final=mean(tail) if tail else math.nan,
-        best=max(values) if values else math.nan,
-        steps_to_threshold=steps_to(steps, values, threshold) if threshold is not None else None,
+        best=best_of(metric, values),
+        steps_to_threshold=(steps_to(steps, values, threshold, lower_is_better(metric))
+                            if threshold is not None else None),
         wall_time=float(last.get("wall_time", 0.0) or 0.0),
         differences=config_differences(base, run.config) if run.config is not base else (),
         problems=tuple(run.problems),
@@ -103,13 +123,15 @@ def compared_column(run: RunData, metric: str) -> Compared:
 
 
 def _best_member(run: RunData, metric: str) -> int | None:
-    """The member whose final `metric` (mean of its last FINAL_WINDOW values) is highest."""
+    """The member whose final `metric` (mean of its last FINAL_WINDOW values) is best: the
+    highest, or a loss's lowest (`lower_is_better`)."""
     finals = {}
     for m in range(run.num_members):
         tail = run.column(member_tag(m, metric))[1][-FINAL_WINDOW:]
         if tail:
             finals[m] = mean(tail)
-    return max(finals, key=lambda m: (finals[m], -m)) if finals else None
+    sign = -1.0 if lower_is_better(metric) else 1.0
+    return max(finals, key=lambda m: (sign * finals[m], -m)) if finals else None
 
 
 def _member_values(run: RunData, member: int) -> str:

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rltui.runfiles.comparison import FINAL_WINDOW, group_by, member_value, show_value
+from rltui.runfiles.comparison import FINAL_WINDOW, group_by, lower_is_better, member_value, show_value
 from rltui.runfiles.loading import LoadedRun
 from rltui.runfiles.reader import member_tag
 from rltui.runfiles.statistics import STATISTICS, band, ema, mean
@@ -100,14 +100,15 @@ def overlay(runs: Sequence[LoadedRun], metric: str, *, x_axis: str = "steps", sm
 
 def best_member(run: LoadedRun, metric: str) -> int | None:
     """A population's member whose final `metric` (the mean of its last FINAL_WINDOW finite
-    values) is highest, the lowest index on a tie, as `rltui compare` picks it; None for a
-    run of one configuration."""
+    values) is highest (a loss's lowest), the lowest index on a tie, as `rltui compare` picks
+    it; None for a run of one configuration."""
     finals = {}
     for m in range(run.members if run.is_population else 0):
         values = run.curve(member_tag(m, metric))[1][-FINAL_WINDOW:]
         if len(values):
             finals[m] = mean(values)
-    return max(finals, key=lambda m: (finals[m], -m)) if finals else None
+    sign = -1.0 if lower_is_better(metric) else 1.0
+    return max(finals, key=lambda m: (sign * finals[m], -m)) if finals else None
 
 
 def _series(run: LoadedRun, metric: str) -> list[tuple[str, str]]:

@@ -118,8 +118,10 @@ def test_continuous_actions_fail_the_action_check_for_pqn_in_one_line(capsys):
     code, out, err = check_env(["Pendulum-v1", "--algo", "pqn"], capsys)
     assert code == 2
     assert rows(out)["action space supported"] == "fail"
-    assert err.strip().endswith("pqn takes discrete actions; Pendulum-v1 has continuous ones (ppo and reinforce "
+    assert err.strip().endswith("pqn takes discrete actions; Pendulum-v1 has continuous ones (ppo, reinforce "
                                 "and sac take them)"), err
+    # The update it cannot run is not tried: the reason is said once, not again as an exception.
+    assert "one policy update runs" not in rows(out) and "ValueError" not in out + err
 
 
 def test_untraceable_step_fails_with_the_likely_cause_and_exits_2(env_modules, capsys):

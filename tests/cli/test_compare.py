@@ -113,6 +113,21 @@ def test_compare_table(runs, capsys):
     assert lines[4].split()[-2:] == ["lr=0.001", "seed=2"]
 
 
+def test_compare_of_a_loss_takes_its_lowest_as_best_and_reaches_a_threshold_from_above(tmp_path, capsys):
+    import json
+
+    run = make_run(tmp_path / "dqn", 12, config={"algo": "dqn"})
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    for record in records:
+        record["td_loss"] = 10.0 / record["update"]  # 10, 5, 3.33, 2.5, 2, ... 0.833
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["compare", str(run), "--metric", "td_loss", "--threshold", "2"]) == 0
+    row = capsys.readouterr().out.splitlines()[2].split()
+    # final: the mean of 10/3 ... 10/12; best: the lowest, 10/12; at or below 2 from update 5.
+    assert row[4] == f"{np.mean([10 / u for u in range(3, 13)]):.4g}" and row[5] == "0.8333", row
+    assert row[6] == f"{5 * STEPS:,}", row
+
+
 def test_compare_groups_and_plots(runs, capsys):
     a, b, c = runs
     assert main(["compare", str(a), str(b), str(c), "--group-by", "lr", "--plot", "--smooth", "0"]) == 0

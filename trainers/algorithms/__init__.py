@@ -31,12 +31,12 @@ def action_problem(name: str, actions: str, env: str) -> str | None:
     "continuous"), naming the algorithms that can; None where it can."""
     if algorithm(name).takes(actions):
         return None
-    takes = _listed(algorithm(name).actions)
-    others = _listed([other for other, a in ALGORITHMS.items() if a.takes(actions)])
+    takes = listed(algorithm(name).actions)
+    others = listed([other for other, a in ALGORITHMS.items() if a.takes(actions)])
     return f"algo: {name} takes {takes} actions; {env} has {actions} ones ({others} take them)"
 
 
-def _listed(words) -> str:
+def listed(words) -> str:
     """"a", "a and b", "a, b and c"."""
     words = list(words)
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"

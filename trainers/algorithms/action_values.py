@@ -26,8 +26,8 @@ EPSILON_KEYS: tuple[Key, ...] = (
 )
 
 TD_METRICS: tuple[MetricSpec, ...] = (
-    MetricSpec("td_loss", "TD loss", "TD loss", sparkline=True, guards_divergence=True, after="episodes",
-               group="loss"),
+    MetricSpec("td_loss", "TD loss", "TD loss", higher_is_better=False, sparkline=True, guards_divergence=True,
+               after="episodes", group="loss"),
     MetricSpec("q_mean", "mean Q of the actions taken", "Q", fmt=".3g", sparkline=True, guards_divergence=True,
                after="td_loss", group="loss"),
 )
