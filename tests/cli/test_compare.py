@@ -128,6 +128,15 @@ def test_compare_of_a_loss_takes_its_lowest_as_best_and_reaches_a_threshold_from
     assert row[6] == f"{5 * STEPS:,}", row
 
 
+def test_compare_across_algorithms_lists_only_the_keys_each_run_reads(tmp_path, capsys):
+    dqn = make_run(tmp_path / "dqn", 12, config={"algo": "dqn", "double_q": True, "eps_end": 0.01, "lr": 1e-3})
+    ppo = make_run(tmp_path / "ppo", 12, config={"algo": "ppo", "double_q": False, "eps_end": 0.2, "clip_eps": 0.1})
+    assert main(["compare", str(dqn), str(ppo)]) == 0
+    row = capsys.readouterr().out.splitlines()[3]
+    # PPO reads neither double_q nor eps_end: that they differ from DQN's says nothing.
+    assert row.split()[-3:] == ["algo=ppo", "clip_eps=0.1", "lr=0.0003"], row
+
+
 def test_compare_groups_and_plots(runs, capsys):
     a, b, c = runs
     assert main(["compare", str(a), str(b), str(c), "--group-by", "lr", "--plot", "--smooth", "0"]) == 0
