@@ -9,6 +9,10 @@ from rich.text import Text
 
 from rltui.watch.player import Player
 
+# A Q-value's bar, in characters: with its row's index and signed value it fits the panel
+# (`ui.screens.watch.INFO_COLUMNS`) for values up to the thousands.
+Q_BAR = 12
+
 
 def describe_step(player: Player) -> Text:
     """The panel beside the picture: step, reward, return, action, the policy's view."""
@@ -32,7 +36,7 @@ def describe_step(player: Player) -> Text:
         values = np.asarray(view.probs[:12], float)
         low, high = float(values.min()), float(values.max())
         for i, q in enumerate(values):
-            bar = "█" * int(round(20 * (q - low) / (high - low))) if high > low else ""
+            bar = "█" * int(round(Q_BAR * (q - low) / (high - low))) if high > low else ""
             text.append(f"  {i:>2} {_signed(q)} ", style="bold" if i == view.action else "")
             text.append(bar + "\n", style="cyan" if i == view.action else "dim")
     elif view.probs is not None:

@@ -29,3 +29,13 @@ def test_a_squashed_policy_names_its_gaussian_as_that_of_u_not_of_the_action():
     view.squashed = False  # PPO's Gaussian is the action's own
     text = describe_step(player).plain
     assert "mean    +1.80" in text and "u mean" not in text and "tanh" not in text, text
+
+
+def test_q_value_rows_fit_the_panel_without_wrapping():
+    from rltui.ui.screens.watch import INFO_COLUMNS
+
+    view = SimpleNamespace(reward=1.0, value=105.25, action=0, probs=np.array([105.25, -1234.5, 70.93]), q_values=True)
+    player = SimpleNamespace(env_id="CartPole-v1", seed_label="seed 0", greedy=True, live=None, episode_count=1,
+                             episode=SimpleNamespace(last=view, step=3, ret=3.0, done=False))
+    rows = [line for line in describe_step(player).plain.splitlines() if "█" in line]
+    assert len(rows) == 2 and all(len(row) <= INFO_COLUMNS for row in rows), rows
