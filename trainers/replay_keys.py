@@ -36,7 +36,7 @@ REPLAY_KEYS: tuple[Key, ...] = (
 REPLAY_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("buffer_fill", "replay buffer fill (fraction of buffer_size)", "buffer", fmt=".3g", sparkline=True,
                after="grad_norm", group="loss"),
-    MetricSpec("gradient_steps", "gradient steps taken", "grad steps", fmt=",.0f", integer=True, sparkline=True,
+    MetricSpec("gradient_steps", "gradient steps taken", "grad steps", fmt=",.0f", integer=True,
                after="buffer_fill", group="loss"),
 )
 
