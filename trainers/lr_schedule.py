@@ -70,7 +70,8 @@ def epsilon_notice(metadata: dict, now: Mapping[str, float], update: int, *, mem
     last = f" (update {update:,} explored at {epsilon_at(saved, update - 1):.3g})" if update > 0 else ""
     end = max(1, int(float(now["eps_decay"]) * float(now.get("anneal_updates", 1.0))))
     if end > update:
-        where = (f", falling linearly to {float(now['eps_end']):.3g} at update {end:,}, as a run planned for that "
+        way = "falling" if float(now["eps_end"]) < float(now["eps_start"]) else "rising"
+        where = (f", {way} linearly to {float(now['eps_end']):.3g} at update {end:,}, as a run planned for that "
                  f"total from the start would")
     else:
         where = ", constant from then on"

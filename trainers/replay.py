@@ -14,7 +14,7 @@ sampling, the count of gradient steps and the target update are here.
   whether the episode terminated (a time limit is not a termination: it bootstraps).
 - Gradient steps per update: `replay_ratio` x the update's env steps, the fraction carried
   to the next update (`ReplayState.credit`), none until the buffer holds `learning_starts`
-  transitions. All three are traced, so live edits apply without recompiling; the steps run
+  transitions (or is full). All three are traced, so live edits apply without recompiling; the steps run
   in a loop of traced length.
 - Target networks move `tau` of the way to the online ones after every `target_period`-th
   gradient step (both traced: a hard copy every N steps, or Polyak averaging every step).
@@ -197,7 +197,8 @@ class OffPolicyTrainer(OnPolicyTrainer):
         ...), as `transitions` gives them; at most a sampled batch's rows of them), averaged
         over devices."""
         rows = self.static.batch_size // self.num_devices
-        batch = jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:]))[:rows], fresh)
+        # Time-major before the cut, so that a cut keeps every env's first steps.
+        batch = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1).reshape((-1, *x.shape[2:]))[:rows], fresh)
         (_, info), grads = jax.value_and_grad(self.loss, has_aux=True)(
             params, target_params, batch, hp, self.loss_key(key))
         flat_grads, _ = jax.flatten_util.ravel_pytree(grads)

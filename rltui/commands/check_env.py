@@ -9,7 +9,7 @@ import dataclasses
 import math
 from typing import Any, NamedTuple
 
-from trainers.algorithms import DEFAULT_ALGORITHM, action_problem
+from trainers.algorithms import DEFAULT_ALGORITHM, action_problem, bounds_problem
 
 CHECK_ENVS = 4
 
@@ -159,6 +159,9 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = DEFAULT_ALGORITHM)
             raise CheckFailed(problem.removeprefix("algo: "))
         if spec.discrete:
             return f"Discrete({spec.num_actions}): actions 0..{spec.num_actions - 1}"
+        problem = bounds_problem(algo, env_id, spec.action_low, spec.action_high)
+        if problem is not None:
+            raise CheckFailed(problem.removeprefix("algo: "))
         if not (np.all(np.isfinite(spec.action_low)) and np.all(np.isfinite(spec.action_high))):
             return "warn", "Box bounds are not all finite: actions are not clipped in those dimensions"
         return f"Box{tuple(space.shape)} in [{float(spec.action_low.min()):g}, {float(spec.action_high.max()):g}]"

@@ -207,9 +207,12 @@ def check_population_fits(
             noun = "this run" if agents == 1 else f"population of {agents:,} agents"
             keys = [*(["sweep_size"] if static.num_members > 1 else []),
                     *(["num_seeds"] if static.num_seeds > 1 else []), *keys]
+            # On the CPU a checkpoint of the buffer is copied in memory while it is saved.
+            copies = where == "cpu" and footprint.replay and getattr(static, "replay_in_checkpoint", False)
             raise UsageError(
                 f"{noun} needs about {_gib(need)} GiB, more than the {_gib(max(free, 0))} GiB free on {where} "
                 f"(mostly {cause}); lower {_either(keys)}"
+                + ("; or set replay_in_checkpoint = false" if copies else "")
             )
 
 

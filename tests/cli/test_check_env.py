@@ -18,7 +18,23 @@ CHECKS = (
 MORE_BAD = '''
 import jax
 import jax.numpy as jnp
-from test_custom_env import Bandit
+from gymnax.environments import spaces
+from test_custom_env import Bandit, BanditParams
+
+
+class Unbounded(Bandit):
+    """One continuous action without bounds, paying -|a|."""
+
+    def step(self, key, state, action, params):
+        obs, state, _, terminated, truncated, info = super().step(key, state, jnp.int32(0), params)
+        return obs, state, -jnp.abs(jnp.sum(action)), terminated, truncated, info
+
+    def action_space(self, params):
+        return spaces.Box(-jnp.inf, jnp.inf, (1,))
+
+
+def unbounded():
+    return Unbounded(), BanditParams()
 
 
 class IntFlags(Bandit):
@@ -217,3 +233,13 @@ def test_an_env_that_exits_the_process_is_one_line_and_exit_2(env_id, message, c
     assert done.stderr.splitlines()[-1].endswith(f"{message}; an env must not end the process")
     assert "Traceback" not in done.stderr
     assert not (env_modules / "runs").exists()
+
+
+def test_an_unbounded_box_fails_the_action_check_for_sac_alone(env_modules, capsys):
+    code, out, err = check_env(["more_bad_envs:unbounded", "--algo", "sac"], capsys)
+    assert code == 2 and rows(out)["action space supported"] == "fail", out
+    assert err.strip().endswith("sac squashes its actions into the env's bounds; more_bad_envs:unbounded has "
+                                "unbounded ones"), err
+    assert "one policy update runs" not in rows(out) and "ValueError" not in out + err
+    code, out, _ = check_env(["more_bad_envs:unbounded", "--algo", "ppo"], capsys)  # PPO acts unclipped there
+    assert code == 0 and rows(out)["action space supported"] == "warn", out

@@ -36,6 +36,16 @@ def action_problem(name: str, actions: str, env: str) -> str | None:
     return f"algo: {name} takes {takes} actions; {env} has {actions} ones ({others} take them)"
 
 
+def bounds_problem(name: str, env: str, low: Any, high: Any) -> str | None:
+    """Why `name` cannot act in `env`'s Box of bounds `low`..`high`: an algorithm that
+    squashes its actions into the bounds needs them finite. None where it can."""
+    import numpy as np
+
+    if not algorithm(name).squashes_actions or (np.isfinite(low).all() and np.isfinite(high).all()):
+        return None
+    return f"algo: {name} squashes its actions into the env's bounds; {env} has unbounded ones"
+
+
 def listed(words) -> str:
     """"a", "a and b", "a, b and c"."""
     words = list(words)

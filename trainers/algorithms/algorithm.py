@@ -63,6 +63,8 @@ class Algorithm:
     minibatches: Callable[[Any], int] = whole_batch
     batch_problem: Callable[[Any, int], BatchProblem] = any_batch
     sample_epsilon: Callable[[Any], float | None] = from_the_policy
+    # Continuous actions squashed into the env's Box bounds (tanh, scaled): they must be finite.
+    squashes_actions: bool = False
 
     def __post_init__(self):
         own = (self.name,)

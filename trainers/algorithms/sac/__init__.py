@@ -27,6 +27,7 @@ def batch_problem(config: Any, num_devices: int) -> BatchProblem:
 ALGORITHM = Algorithm(
     name="sac",
     package=__name__,
+    squashes_actions=True,
     keys=(
         *REPLAY_KEYS,
         Key("autotune", True, "sac: learn the entropy temperature alpha so that the policy's entropy approaches "

@@ -23,11 +23,10 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import struct
 
 from trainers import networks
-from trainers.algorithms import action_problem
+from trainers.algorithms import action_problem, bounds_problem
 from trainers.algorithms.sac import losses
 from trainers.base import check_devices
 from trainers.envs import make_env
@@ -101,7 +100,7 @@ def make_trainer(static: StaticConfig, num_devices: int = 1) -> SAC:
     problem = action_problem("sac", spec.action_kind, static.env_id)
     if problem is not None:
         raise ValueError(problem)
-    bounds = np.concatenate([np.ravel(spec.action_low), np.ravel(spec.action_high)])
-    if not np.isfinite(bounds).all():
-        raise ValueError(f"algo: sac squashes its actions into the env's bounds; {static.env_id} has unbounded ones")
+    problem = bounds_problem("sac", static.env_id, spec.action_low, spec.action_high)
+    if problem is not None:
+        raise ValueError(problem)
     return SAC(static=static, spec=dataclasses.replace(spec, squash_actions=True), num_devices=num_devices)
