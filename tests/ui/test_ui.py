@@ -1111,3 +1111,23 @@ async def test_a_run_that_evaluates_shows_its_evaluation_return(tmp_path):
         assert not app.dashboard.query("#spark-eval_return")
 
     await run_scenario(plain, tmp_path, no_eval, size=(120, 40))
+
+
+async def test_metrics_beyond_the_panels_lines_scroll_into_view(tmp_path):
+    # SAC reports more metrics than a 100x30 terminal's panel has lines for.
+    from rltui.config.build import build_config
+
+    fake = FakeSession()
+    config = build_config({}, {"algo": "sac", "env": "Pendulum-v1"})
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 5)
+        await until(pilot, lambda: "update 5/" in progress_text(app))
+        panel = app.dashboard.query_one("#metrics")
+        last = app.dashboard.query_one("#spark-lr", MetricSparkline)
+        assert panel.allow_vertical_scroll and not panel.region.contains_region(last.region)
+        panel.scroll_end(animate=False)
+        await pilot.pause()
+        await until(pilot, lambda: panel.region.contains_region(last.region))
+
+    await run_scenario(fake, tmp_path, scenario, config=config)
