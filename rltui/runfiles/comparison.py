@@ -143,6 +143,12 @@ def _best_member(run: RunData, metric: str) -> int | None:
         tail = run.column(member_tag(m, metric))[1][-FINAL_WINDOW:]
         if tail:
             finals[m] = mean(tail)
+    return best_final(finals, metric)
+
+
+def best_final(finals: dict[int, float], metric: str) -> int | None:
+    """The member whose final `metric` in `finals` (member -> final value) is best: the
+    highest, or a loss's lowest (`lower_is_better`); the lowest index on a tie; None for none."""
     sign = -1.0 if lower_is_better(metric) else 1.0
     return max(finals, key=lambda m: (sign * finals[m], -m)) if finals else None
 

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rltui.runfiles.comparison import FINAL_WINDOW, group_by, lower_is_better, member_value, show_value
+from rltui.runfiles.comparison import FINAL_WINDOW, best_final, group_by, member_value, show_value
 from rltui.runfiles.loading import LoadedRun
 from rltui.runfiles.reader import member_tag
 from rltui.runfiles.statistics import STATISTICS, band, ema, mean
@@ -107,8 +107,7 @@ def best_member(run: LoadedRun, metric: str) -> int | None:
         values = run.curve(member_tag(m, metric))[1][-FINAL_WINDOW:]
         if len(values):
             finals[m] = mean(values)
-    sign = -1.0 if lower_is_better(metric) else 1.0
-    return max(finals, key=lambda m: (sign * finals[m], -m)) if finals else None
+    return best_final(finals, metric)
 
 
 def _series(run: LoadedRun, metric: str) -> list[tuple[str, str]]:
