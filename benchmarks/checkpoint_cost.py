@@ -10,7 +10,7 @@ median save, the share of the run's training time spent saving at that sampling 
 the share at the default cadence (median save / 60 s; the first minute holds two saves, so
 its share is twice that, over 70 s).
 
-    python benchmarks/checkpoint_cost.py [--seconds 20] [--cases 4 4096 sweep64 dqn-1M sac-1M]
+    python benchmarks/checkpoint_cost.py [--seconds 20] [--cases 4 4096 sweep64 dqn-1M sac-1M dqn-1M-filling]
 """
 
 from __future__ import annotations
@@ -37,13 +37,19 @@ CASES = {
     "4": ["--set", "num_envs=4"],
     "4096": ["--set", "num_envs=4096"],
     "sweep64": ["--set", "num_envs=4", "--sweep", "lr=loguniform(1e-4,1e-2)", "--sweep-size", "64"],
-    # A replay buffer of a million transitions, saved whole in every checkpoint (its array is
-    # its full size from the first step), with replay_in_checkpoint left on.
-    "dqn-1M": ["--set", "algo=dqn", "--set", "buffer_size=1000000"],
-    "sac-1M": ["--set", "algo=sac", "--set", "env=Pendulum-v1", "--set", "buffer_size=1000000"],
+    # A replay buffer of a million transitions with replay_in_checkpoint left on, filled in
+    # the run's first seconds (1,000 envs, a gradient step an update): every save after that
+    # holds the whole buffer.
+    "dqn-1M": ["--set", "algo=dqn", "--set", "buffer_size=1000000", "--set", "num_envs=1000",
+               "--set", "replay_ratio=0.001"],
+    "sac-1M": ["--set", "algo=sac", "--set", "env=Pendulum-v1", "--set", "buffer_size=1000000",
+               "--set", "num_envs=1000", "--set", "replay_ratio=0.001"],
+    # The same buffer at DQN's defaults (10 envs), which fill a few percent of it in the run:
+    # a checkpoint holds the filled rows only.
+    "dqn-1M-filling": ["--set", "algo=dqn", "--set", "buffer_size=1000000"],
 }
-LABELS = {"sweep64": "64 members x 4 envs", "dqn-1M": "DQN, 1M-transition buffer",
-          "sac-1M": "SAC, 1M-transition buffer"}
+LABELS = {"sweep64": "64 members x 4 envs", "dqn-1M": "DQN, 1M-transition buffer, full",
+          "sac-1M": "SAC, 1M-transition buffer, full", "dqn-1M-filling": "DQN, 1M-transition buffer, filling"}
 
 
 def run_case(work: Path, name: str, seconds: float) -> dict:
@@ -71,9 +77,10 @@ def run_case(work: Path, name: str, seconds: float) -> dict:
     if not periodic:
         raise RuntimeError(f"{name}: no periodic checkpoint in {training:.1f} s; use more --seconds")
     size = max(p.stat().st_size for p in (run_dir / "checkpoints").glob("checkpoint-*.msgpack"))
+    fill = records[-1].get("buffer_fill")
     return {"saves": len(periodic), "median": statistics.median(periodic), "max": max(periodic),
             "share": sum(periodic) / training, "training": training, "bytes": size,
-            "env_steps": records[-1]["env_steps"]}
+            "env_steps": records[-1]["env_steps"], "fill": fill}
 
 
 def main() -> None:
@@ -88,7 +95,8 @@ def main() -> None:
             print(f"{label:>26}: checkpoint {r['bytes'] / 1e6:.2f} MB; save median {r['median'] * 1e3:.1f} ms "
                   f"(max {r['max'] * 1e3:.1f}, {r['saves']} saves in {r['training']:.1f} s); share every "
                   f"{SAMPLE_MINUTES * 60:.0f} s {r['share']:.2%}; at the default cadence "
-                  f"{r['median'] / DEFAULT_INTERVAL:.3%}", flush=True)
+                  f"{r['median'] / DEFAULT_INTERVAL:.3%}"
+                  + (f"; buffer {r['fill']:.1%} full at the end" if r["fill"] is not None else ""), flush=True)
 
 
 if __name__ == "__main__":

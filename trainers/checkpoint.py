@@ -4,7 +4,7 @@ The state is stored device-count independent: params, optimizer state, RNG key a
 once (they are identical on every device), environment states, observations and (recurrent
 networks) hidden states merged along a global env axis. A file is one msgpack map:
 
-    {"format": "rltui-checkpoint", "version": 1 or 2, "metadata": <JSON text>,
+    {"format": "rltui-checkpoint", "version": 1, 2 or 3, "metadata": <JSON text>,
      "sha256": <hex digest of state>, "sha256_all": <hex digest of everything>,
      "state": <flax msgpack bytes>}
 
@@ -26,16 +26,18 @@ import msgpack
 import numpy as np
 from flax import serialization
 
-from trainers import file_table, json_text
+from trainers import file_table, json_text, replay_rows
 from trainers.hparams import quote, shorten
 from trainers.keys import ACTION_KINDS
 from trainers.types import TrainState
 
 FORMAT = "rltui-checkpoint"
 # The newest format this rltui reads and writes. A file stores a state field as its leaves
-# (`_state_dict`) only from version 2 on; a file without such a field is written as
-# version 1, which every rltui reads.
-VERSION = 2
+# (`_state_dict`) only from version 2 on, and a replay buffer's filled rows alone
+# (`replay_rows`) only from version 3 on; each file is written with the oldest version
+# that reads it, so an older rltui refuses only what it would misread.
+VERSION = 3
+_LEAVES_VERSION = 2
 _PLAIN_VERSION = 1
 # A state field holding pytree classes that flax's serialization does not know (a Jumanji
 # State, a chex.dataclass, an env author's own class) is stored as this key's table of its
@@ -113,6 +115,10 @@ def _map_fields(state: TrainState, *, replicated, per_env, lead: int) -> TrainSt
 def encode(portable: TrainState, metadata: dict[str, Any]) -> bytes:
     """The checkpoint file of `portable`; CheckpointError, before anything is serialized where
     the arrays alone show it, when the file would be larger than MAX_BYTES."""
+    trimmed = False
+    if portable.replay is not None:
+        replay, trimmed = replay_rows.filled_part(portable.replay)
+        portable = portable.replace(replay=replay)
     arrays = sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(portable))
     if arrays > MAX_BYTES:
         raise CheckpointError(too_large_message(arrays))
@@ -120,7 +126,7 @@ def encode(portable: TrainState, metadata: dict[str, Any]) -> bytes:
     state_bytes = serialization.msgpack_serialize(state)
     if len(state_bytes) > MAX_BYTES:
         raise CheckpointError(too_large_message(len(state_bytes)))
-    version = VERSION if as_leaves else _PLAIN_VERSION
+    version = VERSION if trimmed else _LEAVES_VERSION if as_leaves else _PLAIN_VERSION
     metadata_text = json.dumps(metadata, sort_keys=True)
     state_digest = hashlib.sha256(state_bytes).hexdigest()
     data = msgpack.packb(
@@ -301,6 +307,8 @@ def decode(data: bytes, template: TrainState) -> tuple[TrainState, dict[str, Any
                     state_dict[name] = None
         restored = serialization.from_state_dict(template.replace(**dict.fromkeys(as_leaves)), state_dict)
         restored = restored.replace(**as_leaves)
+        if restored.replay is not None and template.replay is not None:
+            restored = restored.replace(replay=replay_rows.full_capacity(restored.replay, template.replay))
     except CheckpointError:
         raise
     except Exception as err:  # noqa: BLE001 - flax raises several types for a state of another shape

@@ -6,6 +6,7 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import msgpack
 import numpy as np
 import pytest
 
@@ -189,6 +190,51 @@ def test_a_checkpoint_holds_the_buffer_and_continues_bit_exactly_without_recompi
     assert checkpoint.stored_state(data)["replay"] is not None
     resumed = assert_checkpoint_continues_bit_exactly(parallel, state, hp, data, portable)
     assert np.isfinite(resumed["td_loss"]).all()
+
+
+def stored_experience(data: bytes) -> list[np.ndarray]:
+    """The replay buffer's experience arrays as the file holds them (its leaves in order:
+    the write counter first, then the experience, then the rest)."""
+    leaves = checkpoint.stored_state(data)["replay"]["rltui:leaves"]
+    return [leaves[str(i)] for i in range(1, 6)]
+
+
+@pytest.mark.parametrize("num_seeds", [1, 2])
+def test_a_checkpoint_stores_only_the_filled_rows_and_restores_the_buffer_it_saved(num_seeds):
+    parallel, state, hp = build(StaticConfig(**TINY, num_seeds=num_seeds), seed=2, hp=hparams())
+    state, _ = parallel.run_chunk(state, hp, 3)  # 3 x 2 steps: 6 of each env's 16 rows
+    portable = checkpoint.to_portable(state)
+    data = checkpoint.encode(portable, {"update": 3})
+    rows_axis = 1 if num_seeds == 1 else 2
+    assert {leaf.shape[rows_axis] for leaf in stored_experience(data)} == {6}
+    assert msgpack.unpackb(data)["version"] == checkpoint.VERSION == 3  # older rltuis refuse it
+    restored, _ = checkpoint.decode(data, portable)
+    for saved, back in zip(jax.tree.leaves(portable.replay), jax.tree.leaves(restored.replay)):
+        assert back.shape == saved.shape and back.dtype == saved.dtype
+        np.testing.assert_array_equal(back, saved)
+    # Filled, the buffer is stored whole: 8 updates of 2 steps wrap each env's 16 rows.
+    state, _ = parallel.run_chunk(state, hp, 8)
+    full = checkpoint.to_portable(state)
+    assert bool(np.all(full.replay.buffer.is_full))
+    data_full = checkpoint.encode(full, {"update": 11})
+    assert {leaf.shape[rows_axis] for leaf in stored_experience(data_full)} == {16}
+    assert len(data) < len(data_full)
+    for saved, back in zip(jax.tree.leaves(full.replay), jax.tree.leaves(checkpoint.decode(data_full, full)[0].replay)):
+        np.testing.assert_array_equal(back, saved)
+
+
+def test_a_stored_buffer_that_is_not_its_filled_part_is_refused():
+    parallel, state, hp = build(StaticConfig(**TINY), seed=2, hp=hparams())
+    state, _ = parallel.run_chunk(state, hp, 3)
+    portable = checkpoint.to_portable(state)
+    # Rows that the counters say were never written, left out: a file this rltui never writes.
+    experience = jax.tree.map(lambda x: x[:, :4], portable.replay.buffer.experience)
+    buffer = portable.replay.buffer.replace(experience=experience)
+    damaged = portable.replace(replay=portable.replay.replace(buffer=buffer))
+    data = checkpoint.encode(damaged, {"update": 3})
+    with pytest.raises(checkpoint.CheckpointError, match=r"does not fit this trainer: .*obs is float32\[4, 4, 4\], "
+                                                         r"expected float32\[4, 16, 4\]"):
+        checkpoint.decode(data, portable)
 
 
 def test_a_checkpoint_without_the_buffer_resumes_with_an_empty_one_that_refills():
