@@ -349,6 +349,10 @@ class OnPolicyTrainer:
     def update(self, state: TrainState, hp: DynamicHParams) -> tuple[TrainState, UpdateMetrics]:
         raise NotImplementedError
 
+    def reward_max(self, traj) -> jax.Array:
+        """The largest |reward| in rollout `traj` (as the learner sees it), over every device."""
+        return jax.lax.pmax(jnp.max(jnp.abs(traj.reward)).astype(jnp.float32), AXIS)
+
     def report(self, traj, **values: jax.Array) -> UpdateMetrics:
         """One update's metrics: those of the episodes that ended in its rollout `traj`, and
         `values`, every other trainer metric the algorithm reports (`MetricSpec.algos`); the

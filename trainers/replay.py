@@ -216,6 +216,7 @@ class OffPolicyTrainer(OnPolicyTrainer):
             collected.traj,
             td_loss=learned.info.td_loss,
             q_mean=learned.info.q_mean,
+            reward_max=self.reward_max(collected.traj),
             grad_norm=learned.grad_norm,
             lr=learned.lr,
             buffer_fill=self.fill(learned.replay),

@@ -41,6 +41,7 @@ from rltui.session.population import Population
 from rltui.session.population_steering import PopulationSteering
 from rltui.session.progress import TrainingProgress
 from rltui.session.reporter import ListenerFailed, SessionListener, SessionReporter
+from rltui.session.value_bound import ValueBoundWatch
 from trainers.algorithms import DEFAULT_ALGORITHM
 from trainers.env_import import one_line
 from trainers.hparams import DynamicHParams
@@ -74,7 +75,9 @@ class TrainingSession:
     ):
         self.backend = backend
         # The metrics whose non-finite value pauses the run: those its algorithm reports.
-        self._guarded = divergence_metrics(backend.describe().get("algo", DEFAULT_ALGORITHM))
+        algo = backend.describe().get("algo", DEFAULT_ALGORITHM)
+        self._guarded = divergence_metrics(algo)
+        self._value_bound = ValueBoundWatch(algo)
         # Members x seeds agents with hyperparameters of their own (None: one configuration).
         self.population = population
         self.total_updates = total_updates
@@ -128,6 +131,7 @@ class TrainingSession:
         last = self._store.last_record()
         if last is not None:
             self._episodes.resume_from(last.per_seed, last.update)
+        self._value_bound.resume_from(self._store.history()[0]["reward_max"])
         return count
 
     def add_listener(self, listener: SessionListener) -> None:
@@ -311,6 +315,10 @@ class TrainingSession:
             # Outside the chunk's timing: the chunk size and SPS measure training alone.
             evaluation = None if diverged else self._evaluation.evaluate_if_due(progress.updates_done + len(rows))
             self._record(recorded, started, seconds, evaluation)
+            hparams = progress.hparams if self.population is None else self.population.trainer_hparams()
+            beyond = self._value_bound.check(rows, progress.updates_done + 1 - len(rows), hparams.gamma)
+            if beyond is not None:
+                self._reporter.event("warning", beyond)
             self._chunk_size = self._next_chunk_size(len(rows) or count, seconds)
             if evaluation is not None and self._evaluation.after(evaluation):
                 self.stopped_early = True

@@ -708,3 +708,34 @@ def test_chunk_size_shrinks_when_updates_slow_down():
     # after a slow chunk, one update per chunk so pause/edit latency stays bounded
     assert sizes[4:] == [1] * 17, sizes
     assert sum(sizes) == 90
+
+
+@pytest.mark.parametrize("algo,warns", [("dqn", True), ("pqn", True), ("sac", False), ("ppo", False)])
+def test_q_values_far_beyond_what_the_rewards_allow_warn_once_without_pausing(cleanup, algo, warns):
+    # Every update's largest |reward| is 0.5 at gamma 0.99: |Q| <= 50. Update 3 reports 1e4,
+    # update 4 too: one warning, naming update 3. SAC's soft values have no such bound.
+    clock = FakeClock()
+    backend = FakeBackend(clock=clock, bad_at=3, bad_metric="q_mean", bad_value=1e4, algo=algo)
+    original = backend.run_chunk
+
+    def chunk(num_updates, hparams):
+        rows = original(num_updates, hparams)
+        for i, row in enumerate(rows):
+            if len(backend.seen) - len(rows) + i + 1 == 4:
+                row["q_mean"] = -2e4
+        return rows
+
+    backend.run_chunk = chunk
+    session, rec = make_session(backend, total_updates=6, clock=clock)
+    cleanup((session, backend))
+    session.start()
+    finish(session, backend)
+    assert session.state is S.FINISHED and session.updates_done == 6
+    beyond = [e for e in rec.kinds("warning") if "Q values diverging" in e.message]
+    if not warns:
+        assert beyond == []
+        return
+    assert len(beyond) == 1, [e.message for e in beyond]
+    assert beyond[0].message == (
+        "Q values diverging: mean Q 1e+04 at update 3 is beyond the ±50 that the rewards seen allow (largest "
+        "|reward| 0.5 / (1 - gamma 0.99)); lowering lr usually helps")

@@ -116,6 +116,19 @@ def test_an_update_without_a_gradient_step_reports_the_loss_on_its_own_transitio
     assert metrics["grad_norm"][0] == pytest.approx(norm, rel=1e-4)
 
 
+@pytest.mark.parametrize("algo", ["dqn", "pqn", "sac"])
+def test_reward_max_is_the_largest_reward_the_learner_saw_after_reward_scale(algo):
+    # CartPole and Pendulum: every step rewards 1 and at most 16.27 (-(pi^2 + 0.1 * 8^2 +
+    # 0.001 * 2^2)) in size; at reward_scale 0.5 the learner sees half that.
+    static = {"dqn": StaticConfig(**TINY), "pqn": StaticConfig(**{**TINY, "algo": "pqn", "num_minibatches": 2}),
+              "sac": StaticConfig(**{**TINY, "algo": "sac", "env_id": "Pendulum-v1"})}[algo]
+    metrics, _, _ = chunk_before_and_after(static, hparams(reward_scale=0.5), updates=4)
+    if algo == "sac":
+        assert ((metrics["reward_max"] > 0) & (metrics["reward_max"] <= 16.2736 * 0.5)).all()
+    else:
+        np.testing.assert_array_equal(metrics["reward_max"], [0.5] * 4)
+
+
 def test_a_learning_starts_beyond_the_buffers_capacity_starts_learning_once_it_is_full():
     # 64 transitions fit; learning_starts 1000 would never be reached: a full buffer starts.
     metrics, _, _ = chunk_before_and_after(StaticConfig(**TINY), hparams(learning_starts=1000.0))

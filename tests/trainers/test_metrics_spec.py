@@ -112,9 +112,9 @@ def test_the_metrics_an_algorithm_never_defines_are_the_declared_ones():
         others = {spec.name for other in ALGORITHMS.values() if other is not algorithm for spec in other.metrics}
         assert set(metrics_spec.undefined_metrics(algo)) == (others - own) | set(algorithm.unused_metrics)
     replay = ("buffer_fill", "gradient_steps")
-    assert metrics_spec.undefined_metrics("reinforce") == ("td_loss", "q_mean", "epsilon", "alpha", "clip_frac",
-                                                           *replay)
-    assert metrics_spec.undefined_metrics("ppo") == ("td_loss", "q_mean", "epsilon", "alpha", *replay)
+    assert metrics_spec.undefined_metrics("reinforce") == ("td_loss", "q_mean", "epsilon", "alpha", "reward_max",
+                                                           "clip_frac", *replay)
+    assert metrics_spec.undefined_metrics("ppo") == ("td_loss", "q_mean", "epsilon", "alpha", "reward_max", *replay)
     assert set(metrics_spec.undefined_metrics("pqn")) == {"policy_loss", "value_loss", "entropy", "approx_kl",
                                                           "clip_frac", "alpha", *replay}
     assert set(metrics_spec.undefined_metrics("dqn")) == {"policy_loss", "value_loss", "entropy", "approx_kl",

@@ -584,7 +584,7 @@ async def test_chart_passes_over_a_metric_the_algorithm_does_not_define(tmp_path
         # Nor, in a run that does not evaluate, over the evaluation's metrics.
         policy = {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac"}
         replay = {"buffer_fill", "gradient_steps"}
-        values = {"td_loss", "q_mean", "epsilon"}
+        values = {"td_loss", "q_mean", "reward_max", "epsilon"}
         not_its_own = {"reinforce": {"clip_frac", "alpha"} | replay | values, "ppo": replay | values | {"alpha"},
                        "pqn": policy | replay | {"alpha"}, "dqn": policy | {"alpha"},
                        "sac": {"value_loss", "approx_kl", "clip_frac", "epsilon"}}[algo]

@@ -1,7 +1,8 @@
 """What the algorithms that learn action values (PQN, DQN) declare alike: the epsilon-greedy
-schedule's keys and the TD metrics. Each algorithm lists these same declarations among its
-own; the registry reads a declaration that several algorithms list as read by all of them
-(`algorithm.placed`). Plain Python: the configuration reads it before JAX starts."""
+schedule's keys and the TD metrics (SAC lists the TD metrics too). Each algorithm lists
+these same declarations among its own; the registry reads a declaration that several
+algorithms list as read by all of them (`algorithm.placed`). Plain Python: the
+configuration reads it before JAX starts."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ TD_METRICS: tuple[MetricSpec, ...] = (
                after="episodes", group="loss"),
     MetricSpec("q_mean", "mean Q of the actions taken", "Q", fmt=".3g", sparkline=True, guards_divergence=True,
                after="td_loss", group="loss"),
+    # What bounds the action values where they estimate discounted rewards alone
+    # (`Algorithm.values_bounded_by_rewards`): |Q| <= max |reward| / (1 - gamma).
+    MetricSpec("reward_max", "largest |reward| the learner saw in the update's rollout (after reward_scale)",
+               "max |r|", fmt=".3g", after="q_mean", group="train"),
 )
 EPSILON_METRIC = MetricSpec("epsilon", "exploration rate epsilon", "ε", fmt=".3g", sparkline=True, after="q_mean",
                             group="schedule")

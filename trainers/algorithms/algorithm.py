@@ -65,6 +65,10 @@ class Algorithm:
     sample_epsilon: Callable[[Any], float | None] = from_the_policy
     # Continuous actions squashed into the env's Box bounds (tanh, scaled): they must be finite.
     squashes_actions: bool = False
+    # Its `q_mean` estimates discounted sums of rewards alone, so |Q| <= max |reward| / (1 -
+    # gamma): a value far beyond that is a critic diverging while still finite. (SAC's soft
+    # values add the entropy bonus: no such bound from the rewards.)
+    values_bounded_by_rewards: bool = False
 
     def __post_init__(self):
         own = (self.name,)

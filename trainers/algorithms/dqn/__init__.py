@@ -47,4 +47,5 @@ ALGORITHM = Algorithm(
     },
     batch_problem=batch_problem,
     sample_epsilon=final_epsilon,
+    values_bounded_by_rewards=True,
 )

@@ -52,4 +52,5 @@ ALGORITHM = Algorithm(
     minibatches=minibatches,
     batch_problem=batch_problem,
     sample_epsilon=final_epsilon,
+    values_bounded_by_rewards=True,
 )

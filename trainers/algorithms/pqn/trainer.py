@@ -114,6 +114,7 @@ class PQN(OnPolicyTrainer):
             traj,
             td_loss=jnp.mean(info.td_loss),
             q_mean=jnp.mean(info.q_mean),
+            reward_max=self.reward_max(traj),
             epsilon=epsilon,
             grad_norm=jnp.mean(info.grad_norm),
             lr=epochs.lr,

@@ -1,0 +1,48 @@
+"""The watch for action values beyond what the rewards allow (`session.value_bound`): per
+agent, against the largest reward each has seen, warning again only after settling."""
+
+import math
+
+from rltui.session.value_bound import ValueBoundWatch
+
+
+def rows(*q_and_r):
+    return [{"q_mean": q, "reward_max": r} for q, r in q_and_r]
+
+
+def test_the_bound_is_the_largest_reward_seen_so_far_over_one_minus_gamma():
+    watch = ValueBoundWatch("dqn")
+    # Rewards 1 then 0 (a sparse update): the bound stays 1 / (1 - 0.9) = 10, passed at 2x.
+    assert watch.check(rows((15.0, 1.0), (19.0, 0.0)), 1, 0.9) is None
+    warning = watch.check(rows((21.0, 0.0)), 3, 0.9)
+    assert warning is not None and "mean Q 21 at update 3" in warning and "±10 " in warning
+
+
+def test_no_reward_seen_yet_means_no_bound_and_gamma_one_none_either():
+    assert ValueBoundWatch("pqn").check(rows((5.0, 0.0), (1e6, math.nan)), 1, 0.99) is None
+    assert ValueBoundWatch("pqn").check(rows((1e9, 1.0)), 1, 1.0) is None
+
+
+def test_a_warning_comes_again_only_after_every_agent_is_back_within_the_bound():
+    watch = ValueBoundWatch("dqn")
+    assert watch.check(rows((30.0, 1.0)), 1, 0.9) is not None
+    assert watch.check(rows((25.0, 1.0), (15.0, 1.0)), 2, 0.9) is None  # still past the bound itself
+    assert watch.check(rows((9.0, 1.0)), 4, 0.9) is None  # settled: armed again
+    assert "at update 5" in watch.check(rows((40.0, 1.0)), 5, 0.9)
+
+
+def test_several_agents_are_watched_each_against_its_own_rewards():
+    watch = ValueBoundWatch("dqn")
+    row = {"q_mean": 5.5, "reward_max": 5.5,
+           "per_seed": {"q_mean": (1.0, 30.0), "reward_max": (10.0, 1.0)}}
+    warning = watch.check([row], 7, 0.9)
+    assert warning is not None and "mean Q of agent 1 30 at update 7" in warning
+
+
+def test_a_resume_counts_the_rewards_seen_before_its_checkpoint():
+    # Before the checkpoint the run met a reward of 10; after it, only 0.1 so far. Values
+    # learned from the 10 (bound 100) are no warning; past 200 they are.
+    watch = ValueBoundWatch("dqn")
+    watch.resume_from([0.1, math.nan, 10.0, 0.1])
+    assert watch.check(rows((150.0, 0.1)), 11, 0.9) is None
+    assert "±100 " in watch.check(rows((250.0, 0.1)), 12, 0.9)
