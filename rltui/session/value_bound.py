@@ -45,27 +45,40 @@ class ValueBoundWatch:
         gamma = float(np.max(gamma))
         if not self.enabled or not 0.0 <= gamma < 1.0:
             return None
-        found = None
-        for offset, row in enumerate(rows):
-            per_seed = row.get("per_seed", {})
-            q = np.asarray(per_seed.get("q_mean", (row.get("q_mean", math.nan),)), np.float64)
-            reward = np.asarray(per_seed.get("reward_max", (row.get("reward_max", math.nan),)), np.float64)
-            if self._reward_max is None or self._reward_max.shape != reward.shape:
-                self._reward_max = np.full(reward.shape, self._seen_before)
-            self._reward_max = np.fmax(self._reward_max, reward)
-            bound = self._reward_max / (1.0 - gamma)
-            with np.errstate(invalid="ignore"):
-                over = np.isfinite(q) & (bound > 0) & (np.abs(q) > MARGIN * bound)
-                settled = bool(np.all(np.abs(q) <= bound))  # False while any is NaN
-            if over.any():
-                if found is None and not self._warned:
-                    agent = int(np.argmax(over))
-                    found = self._message(first_update + offset, q[agent], self._reward_max[agent], gamma,
-                                          agent if q.size > 1 else None)
-                self._warned = True
-            elif settled:
-                self._warned = False
-        return found
+        if not rows:
+            return None
+        # A chunk's rows at once (updates x agents): the session thread does this between
+        # chunks, while the trainer waits.
+        if "per_seed" in rows[0]:
+            q = np.array([row["per_seed"]["q_mean"] for row in rows], np.float64)
+            reward = np.array([row["per_seed"]["reward_max"] for row in rows], np.float64)
+        else:
+            q = np.array([[row["q_mean"]] for row in rows], np.float64)
+            reward = np.array([[row["reward_max"]] for row in rows], np.float64)
+        if self._reward_max is None or self._reward_max.shape != reward.shape[1:]:
+            self._reward_max = np.full(reward.shape[1:], self._seen_before)
+        seen = np.fmax.accumulate(np.vstack([self._reward_max[None], reward]), axis=0)[1:]
+        self._reward_max = seen[-1]
+        bound = seen / (1.0 - gamma)
+        with np.errstate(invalid="ignore"):
+            over = np.isfinite(q) & (bound > 0) & (np.abs(q) > MARGIN * bound)
+            settled = np.all(np.abs(q) <= bound, axis=1)  # False while any is NaN
+        over_rows, settled_rows = np.flatnonzero(over.any(axis=1)), np.flatnonzero(settled)
+        if not over_rows.size:
+            self._warned = self._warned and not settled_rows.size
+            return None
+        # A row past the bound warns unless the last row before it that was past the bound
+        # or settled within it was past it (or, for the first, the earlier chunks left a warning).
+        before = np.concatenate([[-1], over_rows[:-1]])
+        settled_since = np.searchsorted(settled_rows, over_rows) > np.searchsorted(settled_rows, before)
+        warns = settled_since | ((before < 0) & (not self._warned))
+        self._warned = over_rows[-1] > (settled_rows[-1] if settled_rows.size else -1)
+        if not warns.any():
+            return None
+        row = int(over_rows[np.argmax(warns)])
+        agent = int(np.argmax(over[row]))
+        return self._message(first_update + row, q[row, agent], seen[row, agent], gamma,
+                             agent if q.shape[1] > 1 else None)
 
     @staticmethod
     def _message(update: int, q: float, reward: float, gamma: float, agent: int | None) -> str:

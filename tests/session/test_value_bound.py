@@ -3,6 +3,8 @@ agent, against the largest reward each has seen, warning again only after settli
 
 import math
 
+import numpy as np
+
 from rltui.session.value_bound import ValueBoundWatch
 
 
@@ -46,3 +48,40 @@ def test_a_resume_counts_the_rewards_seen_before_its_checkpoint():
     watch.resume_from([0.1, math.nan, 10.0, 0.1])
     assert watch.check(rows((150.0, 0.1)), 11, 0.9) is None
     assert "±100 " in watch.check(rows((250.0, 0.1)), 12, 0.9)
+
+
+def plain_warnings(chunks, gamma, margin=2.0):
+    """The watch's rule one update at a time, one agent: the updates whose warning a chunk
+    reports (the first warning within each chunk)."""
+    seen, warned, reported = math.nan, False, []
+    for first, chunk in chunks:
+        found = None
+        for offset, (q, r) in enumerate(chunk):
+            seen = r if math.isnan(seen) else max(seen, r) if not math.isnan(r) else seen
+            bound = seen / (1 - gamma)
+            over = math.isfinite(q) and bound > 0 and abs(q) > margin * bound
+            if over:
+                if not warned and found is None:
+                    found = first + offset
+                warned = True
+            elif abs(q) <= bound:
+                warned = False
+        reported.append(found)
+    return reported
+
+
+def test_a_chunk_at_once_warns_where_the_rule_applied_update_by_update_would():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        updates = int(rng.integers(1, 40))
+        q = rng.choice([5.0, 15.0, 25.0, math.nan, -30.0], size=updates)
+        r = rng.choice([1.0, 0.0, math.nan, 0.5], size=updates)
+        cuts = sorted(set(rng.integers(0, updates, size=3).tolist()) | {0, updates})
+        chunks = [(cuts[i] + 1, list(zip(q[cuts[i]:cuts[i + 1]], r[cuts[i]:cuts[i + 1]])))
+                  for i in range(len(cuts) - 1) if cuts[i] < cuts[i + 1]]
+        watch = ValueBoundWatch("dqn")
+        got = []
+        for first, chunk in chunks:
+            warning = watch.check(rows(*chunk), first, 0.9)
+            got.append(None if warning is None else int(warning.split(" at update ")[1].split(" ")[0]))
+        assert got == plain_warnings(chunks, 0.9), (q, r, cuts)
