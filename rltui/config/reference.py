@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from rltui.config.build import RunConfig
 from rltui.config.keys import KEYS
+from rltui.config.toml_text import written_number
 from trainers.algorithms import ALGORITHMS
 
 REGENERATE = "python -m rltui.config.reference > docs/configuration.md"
@@ -92,7 +93,7 @@ def toml_value(value: Any) -> str:
         return "[" + ", ".join(toml_value(item) for item in value) + "]"
     if isinstance(value, str):
         return json.dumps(value)
-    return repr(value)
+    return repr(written_number(value))
 
 
 def rows() -> Iterator[KeyRow]:

@@ -116,6 +116,15 @@ def load_toml(path: Path) -> dict[str, Any]:
     return values
 
 
+def written_number(value: Any) -> Any:
+    """A float with no fractional part as the integer a person writes (`learning_starts =
+    10000`, not `10000.0`): every key that holds a float reads an integer as that float,
+    so the file reads back to the same configuration. Other values as they are."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
 def dump_toml(config: Any) -> str:
     """`config` (a RunConfig) as the TOML of a run's config.toml."""
     import tomli_w

@@ -336,6 +336,16 @@ def test_dump_toml_round_trips(tmp_path, overrides):
     assert dump_toml(again) == text
 
 
+def test_config_toml_writes_whole_numbers_as_integers_and_reads_them_back_as_the_same_floats(tmp_path):
+    config = from_set("algo=dqn", "learning_starts=20000", "target_period=250", "tau=0.5")
+    text = dump_toml(config)
+    assert "learning_starts = 20000\n" in text and "target_period = 250\n" in text and "tau = 0.5\n" in text
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    again = build_config(load_toml(path))
+    assert again == config and isinstance(again.learning_starts, float)
+
+
 def test_live_hparams_read_as_config_values():
     live = {"lr": 1e-3, "baseline": 1.0, "normalize_returns": 0.0, "anneal_lr": 1.0, "anneal_updates": 24.0}
     assert hparams_as_config(live) == {"lr": 1e-3, "baseline": True, "normalize_returns": False}
