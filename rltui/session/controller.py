@@ -318,7 +318,7 @@ class TrainingSession:
             hparams = progress.hparams if self.population is None else self.population.trainer_hparams()
             beyond = self._value_bound.check(rows, progress.updates_done + 1 - len(rows), hparams.gamma)
             if beyond is not None:
-                self._reporter.event("warning", beyond)
+                self._reporter.event("warning", beyond.message, about_update=beyond.update)
             self._chunk_size = self._next_chunk_size(len(rows) or count, seconds)
             if evaluation is not None and self._evaluation.after(evaluation):
                 self.stopped_early = True

@@ -62,13 +62,13 @@ class SessionReporter:
             self._state = state
         self._notify("on_state", state, message)
 
-    def event_now(self, kind: str, message: str, **data) -> SessionEvent:
-        """An event stamped with this moment's update and time."""
-        return SessionEvent(kind=kind, update=self._progress.updates_done, message=message,
-                            wall_time=self._progress.elapsed(), data=data)
+    def event_now(self, kind: str, message: str, *, about_update: int | None = None, **data) -> SessionEvent:
+        """An event stamped with this moment's time and update (or the update it is about)."""
+        update = self._progress.updates_done if about_update is None else about_update
+        return SessionEvent(kind=kind, update=update, message=message, wall_time=self._progress.elapsed(), data=data)
 
-    def event(self, kind: str, message: str, **data) -> None:
-        self._notify("on_event", self.event_now(kind, message, **data))
+    def event(self, kind: str, message: str, *, about_update: int | None = None, **data) -> None:
+        self._notify("on_event", self.event_now(kind, message, about_update=about_update, **data))
 
     def snapshot(self, snapshot: MetricsSnapshot) -> None:
         self._notify("on_metrics", snapshot)

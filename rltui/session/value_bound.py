@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -25,9 +25,22 @@ from trainers.algorithms import algorithm
 MARGIN = 2.0
 
 
+class Beyond(NamedTuple):
+    """A warning, and the update it is about."""
+
+    update: int
+    message: str
+
+
 class ValueBoundWatch:
     def __init__(self, algo: str):
-        self.enabled = algorithm(algo).values_bounded_by_rewards
+        declared = algorithm(algo)
+        self.enabled = declared.values_bounded_by_rewards
+        self._hint = "lowering lr" + (
+            ", or raising target_period," if any(key.name == "target_period" for key in declared.keys) else "")
+        # The largest discount the run has trained with: values learned at gamma 0.99 stay
+        # within 0.99's bound while a lower gamma, edited in, brings them down.
+        self._gamma = 0.0
         self._reward_max: np.ndarray | None = None  # per agent, over the run so far
         self._seen_before = math.nan  # the largest reward of the run before this session (a resume)
         self._warned = False
@@ -38,14 +51,12 @@ class ValueBoundWatch:
         finite = [r for r in reward_max if math.isfinite(r)]
         self._seen_before = max(finite, default=math.nan)
 
-    def check(self, rows: Sequence[dict[str, Any]], first_update: int, gamma: Any) -> str | None:
+    def check(self, rows: Sequence[dict[str, Any]], first_update: int, gamma: Any) -> Beyond | None:
         """The warning for the first of `rows` (updates `first_update`, `first_update` + 1,
         ...) whose mean Q passes the bound at discount `gamma` (the run's, or each agent's:
-        the largest counts), or None."""
-        gamma = float(np.max(gamma))
-        if not self.enabled or not 0.0 <= gamma < 1.0:
-            return None
-        if not rows:
+        the largest counts, and the largest of the run so far), or None."""
+        self._gamma = gamma = max(self._gamma, float(np.max(gamma)))
+        if not self.enabled or not rows or not 0.0 <= gamma < 1.0:
             return None
         # A chunk's rows at once (updates x agents): the session thread does this between
         # chunks, while the trainer waits.
@@ -77,13 +88,13 @@ class ValueBoundWatch:
             return None
         row = int(over_rows[np.argmax(warns)])
         agent = int(np.argmax(over[row]))
-        return self._message(first_update + row, q[row, agent], seen[row, agent], gamma,
-                             agent if q.shape[1] > 1 else None)
+        update = first_update + row
+        return Beyond(update, self._message(update, q[row, agent], seen[row, agent], gamma,
+                                            agent if q.shape[1] > 1 else None))
 
-    @staticmethod
-    def _message(update: int, q: float, reward: float, gamma: float, agent: int | None) -> str:
+    def _message(self, update: int, q: float, reward: float, gamma: float, agent: int | None) -> str:
         who = "" if agent is None else f" of agent {agent}"
         bound = reward / (1.0 - gamma)
-        return (f"Q values diverging: mean Q{who} {q:,.4g} at update {update:,} is beyond the ±{bound:,.4g} that "
-                f"the rewards seen allow (largest |reward| {reward:.3g} / (1 - gamma {gamma:g})); lowering lr "
-                "usually helps")
+        return (f"Q values diverging: mean Q{who} {q:,.4g} at update {update:,} is more than {MARGIN:g}x the "
+                f"±{bound:,.4g} that the rewards seen allow (largest |reward| {reward:.3g} / (1 - gamma {gamma:g})); "
+                f"{self._hint} usually helps")

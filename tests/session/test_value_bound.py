@@ -17,7 +17,7 @@ def test_the_bound_is_the_largest_reward_seen_so_far_over_one_minus_gamma():
     # Rewards 1 then 0 (a sparse update): the bound stays 1 / (1 - 0.9) = 10, passed at 2x.
     assert watch.check(rows((15.0, 1.0), (19.0, 0.0)), 1, 0.9) is None
     warning = watch.check(rows((21.0, 0.0)), 3, 0.9)
-    assert warning is not None and "mean Q 21 at update 3" in warning and "±10 " in warning
+    assert warning.update == 3 and "mean Q 21 at update 3 is more than 2x the ±10 " in warning.message
 
 
 def test_no_reward_seen_yet_means_no_bound_and_gamma_one_none_either():
@@ -30,7 +30,7 @@ def test_a_warning_comes_again_only_after_every_agent_is_back_within_the_bound()
     assert watch.check(rows((30.0, 1.0)), 1, 0.9) is not None
     assert watch.check(rows((25.0, 1.0), (15.0, 1.0)), 2, 0.9) is None  # still past the bound itself
     assert watch.check(rows((9.0, 1.0)), 4, 0.9) is None  # settled: armed again
-    assert "at update 5" in watch.check(rows((40.0, 1.0)), 5, 0.9)
+    assert watch.check(rows((40.0, 1.0)), 5, 0.9).update == 5
 
 
 def test_several_agents_are_watched_each_against_its_own_rewards():
@@ -38,7 +38,7 @@ def test_several_agents_are_watched_each_against_its_own_rewards():
     row = {"q_mean": 5.5, "reward_max": 5.5,
            "per_seed": {"q_mean": (1.0, 30.0), "reward_max": (10.0, 1.0)}}
     warning = watch.check([row], 7, 0.9)
-    assert warning is not None and "mean Q of agent 1 30 at update 7" in warning
+    assert warning is not None and "mean Q of agent 1 30 at update 7" in warning.message
 
 
 def test_a_resume_counts_the_rewards_seen_before_its_checkpoint():
@@ -47,7 +47,7 @@ def test_a_resume_counts_the_rewards_seen_before_its_checkpoint():
     watch = ValueBoundWatch("dqn")
     watch.resume_from([0.1, math.nan, 10.0, 0.1])
     assert watch.check(rows((150.0, 0.1)), 11, 0.9) is None
-    assert "±100 " in watch.check(rows((250.0, 0.1)), 12, 0.9)
+    assert "±100 " in watch.check(rows((250.0, 0.1)), 12, 0.9).message
 
 
 def plain_warnings(chunks, gamma, margin=2.0):
@@ -83,5 +83,14 @@ def test_a_chunk_at_once_warns_where_the_rule_applied_update_by_update_would():
         got = []
         for first, chunk in chunks:
             warning = watch.check(rows(*chunk), first, 0.9)
-            got.append(None if warning is None else int(warning.split(" at update ")[1].split(" ")[0]))
+            got.append(None if warning is None else warning.update)
         assert got == plain_warnings(chunks, 0.9), (q, r, cuts)
+
+
+def test_a_lower_gamma_edited_in_keeps_the_bound_of_the_largest_the_run_trained_with():
+    # Values learned at 0.99 (bound 100 for rewards of 1) do not warn when gamma is edited
+    # down to 0.9 (bound 10); past twice 0.99's bound they still do.
+    watch = ValueBoundWatch("pqn")
+    assert watch.check(rows((90.0, 1.0)), 1, 0.99) is None
+    assert watch.check(rows((90.0, 1.0)), 2, 0.9) is None
+    assert watch.check(rows((250.0, 1.0)), 3, 0.9).update == 3

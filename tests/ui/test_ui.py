@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.events import Key
 
 from rltui.config.build import RunConfig
 from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
@@ -1131,3 +1132,25 @@ async def test_metrics_beyond_the_panels_lines_scroll_into_view(tmp_path):
         await until(pilot, lambda: panel.region.contains_region(last.region))
 
     await run_scenario(fake, tmp_path, scenario, config=config)
+
+
+@pytest.mark.parametrize("burst", [["down", "0", ".", "9", "enter"],
+                                   ["down", "down", "up", "down", "0", ".", "9", "enter"]])
+async def test_keys_typed_straight_after_an_arrow_land_in_the_new_fields_value(tmp_path, burst):
+    """A fast typist (or tmux send-keys) gets every key in before the option list has
+    reported its highlight: the late report must not clear what was typed, nor move back."""
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        await pilot.press("e")
+        named = {".": "full_stop"}
+        for key in burst:  # sent at once, as a terminal does: none handled before the next arrives
+            event = Key(named.get(key, key), key if len(key) == 1 else None)
+            event.set_sender(app)
+            app._driver.send_message(event)
+        await until(pilot, lambda: fake.commands_of(SetHParams))
+        field = app.get_screen("hparam-editor").fields[burst.count("down") - burst.count("up")]
+        assert fake.commands_of(SetHParams) == [SetHParams({field: 0.9})]
+        await until(pilot, lambda: app.screen is app.dashboard)
+
+    await run_scenario(fake, tmp_path, scenario)

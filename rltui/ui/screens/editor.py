@@ -51,10 +51,13 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
     The app installs one editor and reuses it (`prepare` before each opening): building
     the dialog costs more than a frame, and the editor should open at once."""
 
+    # Up and down take priority: checked as each key arrives, before any key after them
+    # reaches the value input. Otherwise they would move the field only once the input had
+    # passed them up, after the keys typed behind them, and clear those keys.
     BINDINGS = [
         Binding("escape", "cancel", "Cancel"),
-        Binding("up", "move_field(-1)", "Previous field", show=False),
-        Binding("down", "move_field(1)", "Next field", show=False),
+        Binding("up", "move_field(-1)", "Previous field", show=False, priority=True),
+        Binding("down", "move_field(1)", "Next field", show=False, priority=True),
     ]
 
     def __init__(self, values: Mapping[str, float], fields: tuple[str, ...] = EDITABLE_HPARAMS):
@@ -130,7 +133,10 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
 
     @on(OptionList.OptionHighlighted, "#editor-fields")
     def _field_highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        if event.option.id:  # a click; keys have selected the field already
+        # A click selects the field here; keys have selected it already (`action_move_field`,
+        # `_reset`). A report of a highlight the list has since moved past arrives after
+        # keys typed for the field now shown: acting on it would clear them and go back.
+        if event.option.id and event.option_index == event.option_list.highlighted:
             self._select_field(event.option.id)
 
     @on(OptionList.OptionSelected, "#editor-fields")
