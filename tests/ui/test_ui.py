@@ -1134,6 +1134,30 @@ async def test_metrics_beyond_the_panels_lines_scroll_into_view(tmp_path):
     await run_scenario(fake, tmp_path, scenario, config=config)
 
 
+@pytest.mark.parametrize("algo,env,size,compact", [("sac", "Pendulum-v1", (120, 36), True),
+                                                   ("dqn", "CartPole-v1", (120, 36), False),
+                                                   ("sac", "Pendulum-v1", (160, 48), False)])
+async def test_on_a_large_terminal_every_metric_shows_one_line_each_where_two_do_not_fit(tmp_path, algo, env, size,
+                                                                                        compact):
+    # At 120x36 the panel has 14 lines: SAC's 8 metrics do not fit at two lines each (a name
+    # line over a sparkline), DQN's 6 do, and at 160x48 SAC's do too.
+    from rltui.config.build import build_config
+
+    fake = FakeSession()
+    config = build_config({}, {"algo": algo, "env": env})
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 5)
+        await until(pilot, lambda: "update 5/" in progress_text(app))
+        panel = app.dashboard.query_one("#metrics")
+        await pilot.pause()
+        sparks = list(panel.query(MetricSparkline))
+        assert all(panel.region.contains_region(spark.region) for spark in sparks), [s.region for s in sparks]
+        assert {spark.region.height for spark in sparks} == ({1} if compact else {spark.region.height for spark in sparks} - {1})
+
+    await run_scenario(fake, tmp_path, scenario, config=config, size=size)
+
+
 @pytest.mark.parametrize("burst", [["down", "0", ".", "9", "enter"],
                                    ["down", "down", "up", "down", "0", ".", "9", "enter"]])
 async def test_keys_typed_straight_after_an_arrow_land_in_the_new_fields_value(tmp_path, burst):

@@ -101,6 +101,11 @@ class MetricsPanel(Vertical):
     def on_mount(self) -> None:
         self.border_title = "metrics: current (min…max)"
 
+    def on_resize(self) -> None:
+        # A large terminal gives each metric two lines or more (its name over its sparkline);
+        # where the panel has fewer than two a metric, each gets one, as on a small terminal.
+        self.set_class(2 * len(self.specs) > self.content_size.height, "-compact")
+
     def show(self, history: Mapping[str, tuple[float, ...]], steps: Sequence[int] = ()) -> None:
         """`history`: a snapshot's, which carries the whole run's curves."""
         curves = _curves_of(steps or range(1, 1 + max((len(v) for v in history.values()), default=0)), history)
