@@ -244,6 +244,10 @@ def read_metadata(data: bytes) -> dict[str, Any]:
     return _parse_metadata(_unpack(data)["metadata"])
 
 
+# The replay buffer's transitions were left out (`replay_in_checkpoint = false`): the state
+# holds an empty buffer and its counters (`replay_rows.emptied`).
+REPLAY_LEFT_OUT = "replay_left_out"
+
 # The metadata fields rltui reads, each with the test its value passes and what that means.
 # A field may be absent (callers fall back to a default); one that is present has its type,
 # so every reader can use it without checking again.
@@ -266,6 +270,7 @@ METADATA_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "device_count": (json_text.is_count, "an integer >= 0"),
     "actions": (lambda v: v in ACTION_KINDS, " or ".join(ACTION_KINDS)),
     "preset": (lambda v: isinstance(v, dict) and isinstance(v.get("settings"), dict), "a table with settings"),
+    REPLAY_LEFT_OUT: (lambda v: isinstance(v, bool), "true or false"),
 }
 
 

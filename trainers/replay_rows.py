@@ -70,3 +70,13 @@ def full_capacity(stored: Any, template: Any) -> Any:
     if jax.tree.structure(buffer.experience) != jax.tree.structure(like.experience):
         return stored
     return stored.replace(buffer=buffer.replace(experience=jax.tree.map(restore, buffer.experience, like.experience)))
+
+
+def emptied(replay: Any) -> Any:
+    """`replay` with its buffer's transitions left out and its other counters kept (the
+    gradient steps taken, the credit toward the next): written as a buffer that holds
+    nothing, it is read back at its capacity, empty, and the run refills it."""
+    buffer = replay.buffer
+    buffer = buffer.replace(current_index=np.zeros_like(np.asarray(buffer.current_index)),
+                            is_full=np.zeros_like(np.asarray(buffer.is_full)))
+    return replay.replace(buffer=buffer)

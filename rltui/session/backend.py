@@ -120,13 +120,16 @@ class JaxBackend:
         self._state = self._parallel.clone(self._state, source)
 
     def encode_checkpoint(self, metadata: dict[str, Any]) -> bytes:
-        from trainers import checkpoint
+        from trainers import checkpoint, replay_rows
 
         portable = self._parallel.to_portable(self._state)
         if not checkpoint.is_finite(portable):
             raise NonFiniteState("the training state holds non-finite values")
         if portable.replay is not None and not self.static.replay_in_checkpoint:
-            portable = portable.replace(replay=None)  # `decode` restores a fresh buffer
+            # Stored as a buffer that holds nothing, with its counters: a resume refills it
+            # and counts its gradient steps on from where they were.
+            portable = portable.replace(replay=replay_rows.emptied(portable.replay))
+            metadata = {**metadata, checkpoint.REPLAY_LEFT_OUT: True}
         return checkpoint.encode(portable, metadata)
 
     def restore_checkpoint(self, data: bytes) -> dict[str, Any]:
@@ -134,9 +137,10 @@ class JaxBackend:
 
         template = self._parallel.to_portable(self._state)
         restored, metadata = checkpoint.decode(data, template)
-        # A checkpoint saved without its replay buffer keeps the template's, that very object
-        # (`checkpoint.decode`): this run's fresh buffer, which training refills.
-        self.replay_left_out = template.replay is not None and restored.replay is template.replay
+        # A checkpoint saved without its replay buffer holds an empty one (or, written by an
+        # older rltui, none: `checkpoint.decode` keeps the template's, that very object).
+        self.replay_left_out = template.replay is not None and (
+            restored.replay is template.replay or metadata.get(checkpoint.REPLAY_LEFT_OUT) is True)
         self._state = self._parallel.put(self._parallel.from_portable(restored), like=self._state)
         return metadata
 

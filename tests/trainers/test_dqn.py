@@ -250,7 +250,31 @@ def test_a_stored_buffer_that_is_not_its_filled_part_is_refused():
         checkpoint.decode(data, portable)
 
 
-def test_a_checkpoint_without_the_buffer_resumes_with_an_empty_one_that_refills():
+def test_a_checkpoint_without_the_buffer_keeps_the_gradient_steps_taken_and_refills_the_buffer():
+    """`replay_in_checkpoint = false` as the session writes it: an empty buffer and the
+    counters, so gradient_steps counts on ("since the run began") while the buffer refills."""
+    import jax as _jax
+
+    from rltui.session.backend import JaxBackend
+
+    static = StaticConfig(**TINY, replay_in_checkpoint=False)
+    saving = JaxBackend(static, seed=2, devices=_jax.local_devices()[:1])
+    saving.build(hparams())
+    rows = saving.run_chunk(3, hparams())
+    assert [row["gradient_steps"] for row in rows] == [0, 4, 8]
+    data = saving.encode_checkpoint({"update": 3})
+    assert len(stored_experience(data)[0][0]) == 0  # no transitions stored
+    resuming = JaxBackend(static, seed=5, devices=_jax.local_devices()[:1])
+    resuming.build(hparams())
+    metadata = resuming.restore_checkpoint(data)
+    assert metadata[checkpoint.REPLAY_LEFT_OUT] is True and resuming.replay_left_out
+    rows = resuming.run_chunk(3, hparams())
+    np.testing.assert_allclose([row["buffer_fill"] for row in rows], [8 / 64, 16 / 64, 24 / 64])
+    assert [row["gradient_steps"] for row in rows] == [8, 12, 16]  # waits for learning_starts, counting on
+
+
+def test_a_checkpoint_without_any_replay_state_resumes_with_an_empty_buffer_that_refills():
+    # As an older rltui wrote `replay_in_checkpoint = false`: no replay field at all.
     parallel, state, hp = build(StaticConfig(**TINY), seed=2, hp=hparams())
     fresh = checkpoint.to_portable(state)
     state, _ = parallel.run_chunk(state, hp, 3)
