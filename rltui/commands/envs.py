@@ -26,7 +26,7 @@ def cmd_envs(args: argparse.Namespace) -> int:
     from trainers.envs import SUPPORTED_ENVS, make_env
 
     tuned = {env_id: ", ".join(algorithms_with_settings(env_id)) or "-" for env_id in SUPPORTED_ENVS}
-    tuned_width = max(len(TUNED_FOR), *map(len, tuned.values()))
+    tuned_width = max(len(TUNED_FOR), *map(len, tuned.values())) + 1  # a space before the settings at least
     print(f"{'env':<26} {'observation':<14} {'actions':<32} {'family':<11} {TUNED_FOR:<{tuned_width}} "
           f"settings ({DEFAULT_ALGORITHM})")
     for env_id in SUPPORTED_ENVS:

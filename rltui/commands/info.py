@@ -330,12 +330,10 @@ def add_parser(sub) -> None:
     )
     evaluate.add_argument("path", metavar="PATH", help="checkpoint file, or run directory (its latest checkpoint)")
     evaluate.add_argument("--episodes", type=int, default=32, help="number of episodes (default 32)")
-    from trainers.algorithms import ALGORITHMS, listed
-    from trainers.algorithms.algorithm import from_the_policy
+    from trainers.algorithms import acting_by_values
 
-    explorers = listed(name for name, a in ALGORITHMS.items() if a.sample_epsilon is not from_the_policy)
     evaluate.add_argument("--sample", action="store_true",
-                          help=f"sample actions from the policy, epsilon-greedy at eps_end for {explorers} "
+                          help=f"sample actions from the policy, epsilon-greedy at eps_end for {acting_by_values()} "
                                "(default: greedy)")
     evaluate.add_argument("--seed", type=int, default=0, help="seed for the evaluation episodes (default 0)")
 

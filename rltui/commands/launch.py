@@ -240,8 +240,14 @@ def _error(message: str) -> int:
 
 
 def _keys_epilog() -> str:
+    from rltui.config.toml_text import written_number
+    from trainers.algorithms import ALGORITHMS, DEFAULT_ALGORITHM, listed
+
     defaults = RunConfig()
-    lines = ["configuration keys (TOML file or --set; * = editable while training):"]
+    others = listed(name for name, algorithm in ALGORITHMS.items() if algorithm.defaults and name != DEFAULT_ALGORITHM)
+    lines = [f"configuration keys (TOML file or --set; * = editable while training; the defaults are "
+             f"{DEFAULT_ALGORITHM}'s: algo = {others.replace(' and ', ' or ')} brings defaults of its own, listed in "
+             "docs/configuration.md):"]
     width = max(len(key) for key in KEYS) + 1
     for key, info in KEYS.items():
         value = getattr(defaults, key)
@@ -251,10 +257,13 @@ def _keys_epilog() -> str:
             value = str(value).lower()
         elif value is None:  # TOML has no null: such a key is left out of a file (`--set KEY=none`)
             value = "unset"
+        else:
+            value = written_number(value)
         lines.append(f"  {key + ('*' if info.live else ''):<{width}} {info.meaning} (default: {value})")
     lines.append("")
     lines.append(
-        "precedence: built-in defaults < the env's family defaults < its tuned preset (`rltui envs` lists them; "
+        "precedence: built-in defaults (the algorithm's) < the env's family defaults < its tuned preset (`rltui envs` "
+        "lists them; "
         "--no-preset skips both)"
         " < --config file < --set"
     )

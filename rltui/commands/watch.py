@@ -91,16 +91,22 @@ def cmd_watch(args) -> int:
 
 
 def add_parser(sub) -> None:
+    from trainers.algorithms import acting_by_values
+
+    by_values = acting_by_values()
     watch = sub.add_parser(
         "watch", help="watch a saved policy play, in the terminal",
         description="Open a view of a checkpoint's policy playing episodes, drawn in the terminal, with the action, "
-        "the policy's probabilities (or mean and std) and V(s). Keys: space pause, n step, g greedy/sampled, "
+        f"the policy's probabilities (or mean and std) and V(s), or for {by_values} each action's Q(s, a) and their "
+        "max. Keys: space pause, n step, g greedy/sampled, "
         "s next seed, +/- speed, q close. --record writes the episodes to a file instead: an animated SVG, a GIF or "
         "an MP4 video, by its suffix (GIF: pip install 'rltui[record]'; MP4: 'rltui[mp4]').",
     )
     watch.add_argument("path", metavar="PATH", help="checkpoint file (best.msgpack too), or run directory (its latest)")
     watch.add_argument("--episodes", type=int, default=1, help="episodes to play (default 1)")
-    watch.add_argument("--sample", action="store_true", help="sample actions from the policy (default: greedy)")
+    watch.add_argument("--sample", action="store_true",
+                       help=f"sample actions from the policy, epsilon-greedy at eps_end for {by_values} "
+                            "(default: greedy)")
     watch.add_argument("--seed", type=int, default=0, help="seed for the episodes (default 0)")
     watch.add_argument("--member", type=int, metavar="N",
                        help="a population's member N (0 first; its first seed), in the view and in --record")

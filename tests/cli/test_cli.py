@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -175,6 +176,10 @@ def test_launch_help_mentions_every_option_and_key(tmp_path):
         label = key + ("*" if info.live else "")
         assert f"  {label} " in text, key
     assert not (tmp_path / "runs").exists()
+    # Whole numbers as written in a file; the defaults named as PPO's, the others' pointed to.
+    assert re.search(r"  learning_starts\* .*\(default: 10000\)$", text, re.M)
+    assert "the defaults are ppo's: algo = reinforce, pqn, dqn or sac brings defaults of its own" in " ".join(
+        text.split())
 
 
 def test_no_command_prints_help_and_exits_2(tmp_path):
@@ -193,6 +198,14 @@ def test_envs_lists_environments(tmp_path):
     assert "continuous" in rows["Pendulum-v1"]
     assert rows["Pendulum-v1"].split()[1] == "3"
     assert "Acrobot-v1" in rows
+    # The algorithms with settings for an env stand apart from the settings after them.
+    assert re.search(r" ppo, pqn, dqn {2,}preset: ", rows["CartPole-v1"]), rows["CartPole-v1"]
+
+
+def test_watch_help_says_what_a_q_learners_view_shows(tmp_path):
+    text = " ".join(rltui(["watch", "--help"], tmp_path, timeout=30).stdout.split())
+    assert "or for pqn and dqn each action's Q(s, a) and their max" in text
+    assert "--sample sample actions from the policy, epsilon-greedy at eps_end for pqn and dqn" in text
 
 
 # --- a tiny real run ----------------------------------------------------------------------

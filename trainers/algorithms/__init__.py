@@ -52,6 +52,14 @@ def listed(words) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
+def acting_by_values() -> str:
+    """The algorithms whose network gives action values, acting greedily on them (and
+    epsilon-greedily when sampled), listed: "pqn and dqn"."""
+    from trainers.algorithms.algorithm import from_the_policy
+
+    return listed(name for name, a in ALGORITHMS.items() if a.sample_epsilon is not from_the_policy)
+
+
 def make_trainer(static: Any, num_devices: int = 1) -> Any:
     """The trainer of `static.algo` for `static`, split over `num_devices` (an
     `OnPolicyTrainer`); every one runs through `parallel.DataParallel` the same way."""
