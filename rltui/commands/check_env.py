@@ -5,7 +5,6 @@ interface, action space, tracing reset and step by shape, the network's needs), 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any, NamedTuple
 
@@ -260,16 +259,24 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = DEFAULT_ALGORITHM)
         static = StaticConfig(env_id=env_id, algo=algo, network=network, num_envs=CHECK_ENVS, num_steps=8,
                               num_minibatches=1, update_epochs=1, max_chunk_updates=1)
         parallel = build(static, jax.local_devices()[:1])
-        hparams = DynamicHParams.create(anneal_updates=1.0)
+        # Learning from the first transitions: an algorithm with a replay buffer takes its
+        # gradient steps (sampled from the buffer) in this one update.
+        hparams = DynamicHParams.create(anneal_updates=1.0, learning_starts=0.0)
         train_state = parallel.init(parallel.seed_keys(0), hparams)
         train_state, metrics = parallel.run_chunk(train_state, hparams, 1)
-        losses = [float(np.asarray(v).reshape(-1)[0]) for k, v in _metric_items(metrics) if "loss" in k]
-        if losses and not all(math.isfinite(v) for v in losses):
-            raise CheckFailed("the loss of one update is not finite")
+        from trainers.metrics_spec import divergence_metrics
+
+        update = {name: float(np.asarray(value).reshape(-1)[0]) for name, value in vars(metrics.per_update).items()}
+        # What the session's divergence guard reads for this algorithm (its losses, gradient norm, ...).
+        bad = [name for name in divergence_metrics(algo) if not math.isfinite(update[name])]
+        if bad:
+            raise CheckFailed(f"one update's {', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not finite")
         if not checkpoint.is_finite(parallel.to_portable(train_state)):
             raise CheckFailed("the parameters after one update hold NaN or inf")
         state.update(parallel=parallel, hparams=hparams, train_state=train_state)
-        return f"one {algo} update ran ({CHECK_ENVS} envs x 8 steps)"
+        steps = update["gradient_steps"]
+        taken = f", {int(steps)} gradient steps from its replay buffer" if math.isfinite(steps) else ""
+        return f"one {algo} update ran ({CHECK_ENVS} envs x 8 steps{taken})"
 
     if not attempt("one policy update runs", update_check):
         return checks
@@ -292,16 +299,6 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = DEFAULT_ALGORITHM)
 
     attempt("checkpoint and resume", checkpoint_check)
     return checks
-
-
-def _metric_items(metrics: Any):
-    if isinstance(metrics, dict):
-        return metrics.items()
-    if hasattr(metrics, "_asdict"):
-        return metrics._asdict().items()
-    if dataclasses.is_dataclass(metrics):
-        return dataclasses.asdict(metrics).items()
-    return []
 
 
 def _not_finite(values: Any) -> str | None:

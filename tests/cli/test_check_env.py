@@ -65,6 +65,14 @@ class NaNObservations(Bandit):
         return obs * jnp.nan, state, reward, terminated, truncated, info
 
 
+class HugeRewards(Bandit):
+    """Finite rewards that overflow any loss in float32."""
+
+    def step(self, key, state, action, params):
+        obs, state, reward, terminated, truncated, info = super().step(key, state, action, params)
+        return obs, state, reward * 0 + 3e38, terminated, truncated, info
+
+
 class NaNRewards(Bandit):
     def step(self, key, state, action, params):
         obs, state, reward, terminated, truncated, info = super().step(key, state, action, params)
@@ -128,6 +136,16 @@ def test_a_custom_env_passes_with_a_q_learner_whose_update_runs(capsys, algo):
     assert code == 0, out
     assert set(rows(out).values()) == {"pass"}
     assert f"one {algo} update ran" in out
+    # DQN learns from its replay buffer in that one update: 32 transitions at its ratio of 0.1.
+    assert ("3 gradient steps from its replay buffer" in out) == (algo == "dqn")
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_an_update_whose_loss_overflows_fails_the_update_check_naming_it(env_modules, capsys, algo):
+    code, out, _ = check_env(["more_bad_envs:HugeRewards", "--algo", algo], capsys)
+    assert code == 2
+    assert rows(out)["one policy update runs"] == "fail", out
+    assert "one update's" in out and "not finite" in out
 
 
 def test_continuous_actions_fail_the_action_check_for_pqn_in_one_line(capsys):
