@@ -8,7 +8,8 @@ networks) hidden states merged along a global env axis. A file is one msgpack ma
      "sha256": <hex digest of state>, "sha256_all": <hex digest of everything>,
      "state": <flax msgpack bytes>}
 
-so `rltui info` can read the metadata without touching the arrays. "sha256" covers the
+so `rltui info` can read the metadata without touching the arrays. A replay buffer that is
+not yet full is stored as its filled rows (`replay_rows`). "sha256" covers the
 state; "sha256_all" (see `content_digest`) covers the format, version, metadata and state
 together, so an edited `update` or `hparams` is caught as well as damaged arrays. Files
 without "sha256_all" (written by an older rltui) still load; only their state is covered.
@@ -291,13 +292,15 @@ def _parse_metadata(text: str) -> dict[str, Any]:
 
 def decode(data: bytes, template: TrainState) -> tuple[TrainState, dict[str, Any]]:
     """Restore into the structure of `template` (a portable state of the same trainer);
-    shapes and dtypes must match exactly, and the parameters must be finite."""
+    shapes and dtypes must match exactly (a replay buffer not yet full is stored as its filled
+    rows, which take the template's capacity back: `replay_rows`), and the parameters must be
+    finite."""
     outer = _unpack(data)
     metadata = verify(data)
     try:
         state_dict = serialization.msgpack_restore(outer["state"])
-        # Written before recurrent networks or normalisation existed: those fields are off. A
-        # replay buffer left out (`replay_in_checkpoint`): the template's, kept as it is.
+        # Written before recurrent networks or normalisation existed: those fields are off. No
+        # replay state at all (an older rltui's `replay_in_checkpoint = false`): the template's.
         if isinstance(state_dict, dict):
             for field in ("hidden", "obs_stats", "return_stats", "discounted_return", "target_params", "replay"):
                 state_dict.setdefault(field, None)

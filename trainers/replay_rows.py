@@ -30,8 +30,9 @@ def _capacity(buffer: Any) -> int:
 
 
 def filled_rows(buffer: Any, capacity: int) -> int:
-    """Rows holding transitions in any agent's buffer of `capacity` rows per env (the agents
-    fill theirs in step, so this is every agent's)."""
+    """Rows holding transitions in any agent's buffer of `capacity` rows per env: the most
+    any agent holds. An agent that holds fewer (a population's frozen member) has zeros in
+    the rows after its own, stored as they are."""
     per_agent = np.where(np.asarray(buffer.is_full), capacity, np.asarray(buffer.current_index))
     return int(np.max(per_agent))
 

@@ -32,7 +32,7 @@ from rltui.config.keys import (
 )
 from rltui.config.sweep import plan_sweep
 from rltui.config.sweep_spec import PERTURBABLE
-from rltui.config.toml_text import show_setting, written_number
+from rltui.config.toml_text import show_setting
 from trainers.algorithms import action_problem
 from trainers.env_import import env_id_with_kwargs, is_import_path
 from trainers.envs import MINATAR
@@ -68,7 +68,7 @@ class _RunConfigMethods:
     def to_toml_dict(self) -> dict[str, Any]:
         # TOML has no null: an unset optional key is left out, which reads back as unset. A
         # tuple is written as what TOML reads back, a list.
-        return {name: list(value) if isinstance(value, tuple) else written_number(value)
+        return {name: list(value) if isinstance(value, tuple) else value
                 for name, value in dataclasses.asdict(self).items() if value is not None}
 
 

@@ -126,10 +126,12 @@ def written_number(value: Any) -> Any:
 
 
 def dump_toml(config: Any) -> str:
-    """`config` (a RunConfig) as the TOML of a run's config.toml."""
+    """`config` (a RunConfig) as the TOML of a run's config.toml: whole numbers as a person
+    writes them (`written_number`). Elsewhere (checkpoint metadata, the loggers' configs) a
+    float key stays a float, so that runs compare alike."""
     import tomli_w
 
-    return tomli_w.dumps(config.to_toml_dict())
+    return tomli_w.dumps({name: written_number(value) for name, value in config.to_toml_dict().items()})
 
 
 def show_setting(value: Any, *, compact: bool = False) -> str:

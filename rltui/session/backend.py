@@ -137,10 +137,14 @@ class JaxBackend:
 
         template = self._parallel.to_portable(self._state)
         restored, metadata = checkpoint.decode(data, template)
-        # A checkpoint saved without its replay buffer holds an empty one (or, written by an
-        # older rltui, none: `checkpoint.decode` keeps the template's, that very object).
+        # A checkpoint saved without its replay buffer holds an empty one and the counters (or,
+        # written by an older rltui, nothing: `checkpoint.decode` keeps the template's replay).
+        # Either way the buffer is this state's own: a fresh run's on a resume, which training
+        # refills; on a rollback the live one, as it stands.
         self.replay_left_out = template.replay is not None and (
             restored.replay is template.replay or metadata.get(checkpoint.REPLAY_LEFT_OUT) is True)
+        if self.replay_left_out:
+            restored = restored.replace(replay=restored.replay.replace(buffer=template.replay.buffer))
         self._state = self._parallel.put(self._parallel.from_portable(restored), like=self._state)
         return metadata
 

@@ -77,7 +77,7 @@ class TrainingSession:
         # The metrics whose non-finite value pauses the run: those its algorithm reports.
         algo = backend.describe().get("algo", DEFAULT_ALGORITHM)
         self._guarded = divergence_metrics(algo)
-        self._value_bound = ValueBoundWatch(algo)
+        self._value_bound = ValueBoundWatch(algo, population.num_seeds if population is not None else None)
         # Members x seeds agents with hyperparameters of their own (None: one configuration).
         self.population = population
         self.total_updates = total_updates

@@ -38,7 +38,30 @@ def test_several_agents_are_watched_each_against_its_own_rewards():
     row = {"q_mean": 5.5, "reward_max": 5.5,
            "per_seed": {"q_mean": (1.0, 30.0), "reward_max": (10.0, 1.0)}}
     warning = watch.check([row], 7, 0.9)
-    assert warning is not None and "mean Q of agent 1 30 at update 7" in warning.message
+    assert warning is not None and "mean Q of seed 1 30 at update 7" in warning.message
+    # A population's agents are named by member (and seed).
+    members = ValueBoundWatch("dqn", seeds_per_member=2)
+    row = {"per_seed": {"q_mean": (1.0, 1.0, 1.0, 30.0), "reward_max": (1.0,) * 4}}
+    assert "mean Q of member 1 (seed 1) 30 " in members.check([row], 7, 0.9).message
+
+
+def test_an_agent_stuck_past_the_bound_does_not_silence_the_others():
+    # Seed 0 diverges and stays there (or is frozen with a NaN Q); seed 1 goes past later.
+    watch = ValueBoundWatch("dqn")
+
+    def row(q0, q1):
+        return {"per_seed": {"q_mean": (q0, q1), "reward_max": (1.0, 1.0)}}
+
+    assert "of seed 0" in watch.check([row(30.0, 5.0)], 1, 0.9).message
+    assert watch.check([row(math.nan, 5.0), row(40.0, 9.0)], 2, 0.9) is None
+    warning = watch.check([row(50.0, 25.0)], 4, 0.9)
+    assert warning.update == 4 and "of seed 1" in warning.message
+
+
+def test_a_gamma_of_one_passes_a_chunk_over_without_ending_the_watch():
+    watch = ValueBoundWatch("dqn")
+    assert watch.check(rows((1e6, 1.0)), 1, 1.0) is None
+    assert watch.check(rows((30.0, 1.0)), 2, 0.9).update == 2
 
 
 def test_a_resume_counts_the_rewards_seen_before_its_checkpoint():

@@ -215,13 +215,14 @@ def stored_experience(data: bytes) -> list[np.ndarray]:
 @pytest.mark.parametrize("num_seeds", [1, 2])
 def test_a_checkpoint_stores_only_the_filled_rows_and_restores_the_buffer_it_saved(num_seeds):
     parallel, state, hp = build(StaticConfig(**TINY, num_seeds=num_seeds), seed=2, hp=hparams())
+    fresh = checkpoint.to_portable(state)  # what a resume decodes into: an empty buffer
     state, _ = parallel.run_chunk(state, hp, 3)  # 3 x 2 steps: 6 of each env's 16 rows
     portable = checkpoint.to_portable(state)
     data = checkpoint.encode(portable, {"update": 3})
     rows_axis = 1 if num_seeds == 1 else 2
     assert {leaf.shape[rows_axis] for leaf in stored_experience(data)} == {6}
     assert msgpack.unpackb(data)["version"] == checkpoint.VERSION == 3  # older rltuis refuse it
-    restored, _ = checkpoint.decode(data, portable)
+    restored, _ = checkpoint.decode(data, fresh)
     for saved, back in zip(jax.tree.leaves(portable.replay), jax.tree.leaves(restored.replay)):
         assert back.shape == saved.shape and back.dtype == saved.dtype
         np.testing.assert_array_equal(back, saved)
@@ -232,7 +233,8 @@ def test_a_checkpoint_stores_only_the_filled_rows_and_restores_the_buffer_it_sav
     data_full = checkpoint.encode(full, {"update": 11})
     assert {leaf.shape[rows_axis] for leaf in stored_experience(data_full)} == {16}
     assert len(data) < len(data_full)
-    for saved, back in zip(jax.tree.leaves(full.replay), jax.tree.leaves(checkpoint.decode(data_full, full)[0].replay)):
+    restored_full, _ = checkpoint.decode(data_full, fresh)
+    for saved, back in zip(jax.tree.leaves(full.replay), jax.tree.leaves(restored_full.replay)):
         np.testing.assert_array_equal(back, saved)
 
 
@@ -271,6 +273,11 @@ def test_a_checkpoint_without_the_buffer_keeps_the_gradient_steps_taken_and_refi
     rows = resuming.run_chunk(3, hparams())
     np.testing.assert_allclose([row["buffer_fill"] for row in rows], [8 / 64, 16 / 64, 24 / 64])
     assert [row["gradient_steps"] for row in rows] == [8, 12, 16]  # waits for learning_starts, counting on
+    # A rollback to it keeps the live buffer, as it stands, and takes the counters back.
+    saving.run_chunk(2, hparams())  # 40 stored, 16 steps
+    saving.restore_checkpoint(data)
+    rows = saving.run_chunk(1, hparams())
+    assert rows[0]["buffer_fill"] == pytest.approx(48 / 64) and rows[0]["gradient_steps"] == 12
 
 
 def test_a_checkpoint_without_any_replay_state_resumes_with_an_empty_buffer_that_refills():
