@@ -113,12 +113,13 @@ def _map_fields(state: TrainState, *, replicated, per_env, lead: int) -> TrainSt
     return TrainState(**fields)
 
 
-def encode(portable: TrainState, metadata: dict[str, Any]) -> bytes:
+def encode(portable: TrainState, metadata: dict[str, Any], replay_capacity: int | None = None) -> bytes:
     """The checkpoint file of `portable`; CheckpointError, before anything is serialized where
-    the arrays alone show it, when the file would be larger than MAX_BYTES."""
+    the arrays alone show it, when the file would be larger than MAX_BYTES. `replay_capacity`:
+    the replay buffer's rows per env, where its arrays hold its filled rows already."""
     trimmed = False
     if portable.replay is not None:
-        replay, trimmed = replay_rows.filled_part(portable.replay)
+        replay, trimmed = replay_rows.filled_part(portable.replay, replay_capacity)
         portable = portable.replace(replay=replay)
     arrays = sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(portable))
     if arrays > MAX_BYTES:

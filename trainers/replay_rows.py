@@ -37,15 +37,18 @@ def filled_rows(buffer: Any, capacity: int) -> int:
     return int(np.max(per_agent))
 
 
-def filled_part(replay: Any) -> tuple[Any, bool]:
-    """`replay` with only the filled rows of its buffer (views, nothing copied), and whether
-    any were left out."""
+def filled_part(replay: Any, capacity: int | None = None) -> tuple[Any, bool]:
+    """`replay` with only the filled rows of its buffer, and whether any were left out.
+    Host arrays are cut as views; device arrays (with a leading device axis, as training
+    holds them) on the device, so that only those rows are ever copied to the host.
+    `capacity`: the buffer's rows per env, where its arrays may have been cut already."""
     buffer = replay.buffer
-    capacity, axis = _capacity(buffer), _rows_axis(buffer)
+    axis = _rows_axis(buffer)
+    capacity = _capacity(buffer) if capacity is None else capacity
     rows = filled_rows(buffer, capacity)
     if rows >= capacity:
         return replay, False
-    cut = lambda leaf: np.asarray(leaf)[(slice(None),) * axis + (slice(0, rows),)]
+    cut = lambda leaf: leaf[(slice(None),) * axis + (slice(0, rows),)]
     return replay.replace(buffer=buffer.replace(experience=jax.tree.map(cut, buffer.experience))), True
 
 

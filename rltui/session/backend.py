@@ -121,16 +121,23 @@ class JaxBackend:
 
     def encode_checkpoint(self, metadata: dict[str, Any]) -> bytes:
         from trainers import checkpoint, replay_rows
+        from trainers.replay_keys import rows_per_env
 
-        portable = self._parallel.to_portable(self._state)
+        state, capacity = self._state, None
+        if state.replay is not None:
+            capacity = rows_per_env(self.static)
+            if not self.static.replay_in_checkpoint:
+                # Stored as a buffer that holds nothing, with its counters: a resume refills it
+                # and counts its gradient steps on from where they were.
+                state = state.replace(replay=replay_rows.emptied(state.replay))
+                metadata = {**metadata, checkpoint.REPLAY_LEFT_OUT: True}
+            # Only the filled rows leave the device: a buffer allocated for many more
+            # transitions than it holds is not copied whole to the host to be cut there.
+            state = state.replace(replay=replay_rows.filled_part(state.replay, capacity)[0])
+        portable = self._parallel.to_portable(state)
         if not checkpoint.is_finite(portable):
             raise NonFiniteState("the training state holds non-finite values")
-        if portable.replay is not None and not self.static.replay_in_checkpoint:
-            # Stored as a buffer that holds nothing, with its counters: a resume refills it
-            # and counts its gradient steps on from where they were.
-            portable = portable.replace(replay=replay_rows.emptied(portable.replay))
-            metadata = {**metadata, checkpoint.REPLAY_LEFT_OUT: True}
-        return checkpoint.encode(portable, metadata)
+        return checkpoint.encode(portable, metadata, replay_capacity=capacity)
 
     def restore_checkpoint(self, data: bytes) -> dict[str, Any]:
         from trainers import checkpoint

@@ -252,6 +252,23 @@ def test_a_stored_buffer_that_is_not_its_filled_part_is_refused():
         checkpoint.decode(data, portable)
 
 
+def test_the_session_saves_only_the_filled_rows_from_the_device_and_a_resume_continues_exactly():
+    """Bit-exact on the same machine only: both continuations run one compiled program here."""
+    from rltui.session.backend import JaxBackend
+
+    static = StaticConfig(**TINY)
+    saving = JaxBackend(static, seed=2, devices=jax.local_devices()[:1])
+    saving.build(hparams())
+    saving.run_chunk(3, hparams())
+    data = saving.encode_checkpoint({"update": 3})
+    assert {len(leaf[0]) for leaf in stored_experience(data)} == {6}
+    resuming = JaxBackend(static, seed=5, devices=jax.local_devices()[:1])
+    resuming.build(hparams())
+    resuming.restore_checkpoint(data)
+    assert not resuming.replay_left_out
+    np.testing.assert_equal(resuming.run_chunk(4, hparams()), saving.run_chunk(4, hparams()))  # NaN equals NaN
+
+
 def test_a_checkpoint_without_the_buffer_keeps_the_gradient_steps_taken_and_refills_the_buffer():
     """`replay_in_checkpoint = false` as the session writes it: an empty buffer and the
     counters, so gradient_steps counts on ("since the run began") while the buffer refills."""

@@ -869,8 +869,8 @@ async def test_the_end_of_a_run_is_a_passing_note_under_the_help(tmp_path):
         shown = screen_text(app)
         assert "help (Esc closes)" in shown and "Stopped at update 10" not in shown
         await pilot.press("escape")
-        await pilot.pause()
-        assert "Stopped at update 10" in screen_text(app)  # not over yet: back once the help has gone
+        # Not over yet: back once the help has gone (redrawn when the loop gets to it).
+        await until(pilot, lambda: "Stopped at update 10" in screen_text(app))
         assert status_text(app) == "stopped"
 
     await run_scenario(fake, tmp_path, scenario, size=(80, 24), notifications=True)
