@@ -38,10 +38,9 @@ def filled_rows(buffer: Any, capacity: int) -> int:
 
 
 def filled_part(replay: Any, capacity: int | None = None) -> tuple[Any, bool]:
-    """`replay` with only the filled rows of its buffer, and whether any were left out.
-    Host arrays are cut as views; device arrays (with a leading device axis, as training
-    holds them) on the device, so that only those rows are ever copied to the host.
-    `capacity`: the buffer's rows per env, where its arrays may have been cut already."""
+    """`replay` (host arrays, in checkpoint layout or with a leading device axis as training
+    holds them) with only the filled rows of its buffer, as views, and whether any were left
+    out. `capacity`: the buffer's rows per env, where its arrays may have been cut already."""
     buffer = replay.buffer
     axis = _rows_axis(buffer)
     capacity = _capacity(buffer) if capacity is None else capacity

@@ -120,6 +120,8 @@ class JaxBackend:
         self._state = self._parallel.clone(self._state, source)
 
     def encode_checkpoint(self, metadata: dict[str, Any]) -> bytes:
+        import jax
+
         from trainers import checkpoint, replay_rows
         from trainers.replay_keys import rows_per_env
 
@@ -131,9 +133,10 @@ class JaxBackend:
                 # and counts its gradient steps on from where they were.
                 state = state.replace(replay=replay_rows.emptied(state.replay))
                 metadata = {**metadata, checkpoint.REPLAY_LEFT_OUT: True}
-            # Only the filled rows leave the device: a buffer allocated for many more
-            # transitions than it holds is not copied whole to the host to be cut there.
-            state = state.replace(replay=replay_rows.filled_part(state.replay, capacity)[0])
+            # Only the filled rows are copied (`to_portable` copies what it is given): cut from
+            # the host's view of the buffer, which on a CPU is the device's memory itself. A
+            # cut on the device would compile a new slice for every fill.
+            state = state.replace(replay=replay_rows.filled_part(jax.device_get(state.replay), capacity)[0])
         portable = self._parallel.to_portable(state)
         if not checkpoint.is_finite(portable):
             raise NonFiniteState("the training state holds non-finite values")
