@@ -245,9 +245,9 @@ def _keys_epilog() -> str:
 
     defaults = RunConfig()
     others = listed(name for name, algorithm in ALGORITHMS.items() if algorithm.defaults and name != DEFAULT_ALGORITHM)
-    lines = [f"configuration keys (TOML file or --set; * = editable while training; the defaults are "
-             f"{DEFAULT_ALGORITHM}'s: algo = {others.replace(' and ', ' or ')} brings defaults of its own, listed in "
-             "docs/configuration.md):"]
+    lines = [f"configuration keys (TOML file or --set; * = editable while training; the defaults shown are the "
+             f"built-in ones, which {DEFAULT_ALGORITHM} trains with: algo = {others.replace(' and ', ' or ')} replaces "
+             "some with its own, listed in docs/configuration.md):"]
     width = max(len(key) for key in KEYS) + 1
     for key, info in KEYS.items():
         value = getattr(defaults, key)

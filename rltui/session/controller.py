@@ -316,8 +316,7 @@ class TrainingSession:
             evaluation = None if diverged else self._evaluation.evaluate_if_due(progress.updates_done + len(rows))
             self._record(recorded, started, seconds, evaluation)
             hparams = progress.hparams if self.population is None else self.population.trainer_hparams()
-            beyond = self._value_bound.check(rows, progress.updates_done + 1 - len(rows), hparams.gamma)
-            if beyond is not None:
+            for beyond in self._value_bound.check(rows, progress.updates_done + 1 - len(rows), hparams.gamma):
                 self._reporter.event("warning", beyond.message, about_update=beyond.update)
             self._chunk_size = self._next_chunk_size(len(rows) or count, seconds)
             if evaluation is not None and self._evaluation.after(evaluation):

@@ -8,7 +8,7 @@ reads non-finite values only, says nothing meanwhile. The session's watch compar
 update's mean Q, per agent, with that bound for the largest |reward| the agent has seen so
 far (`reward_max`), and warns when it is passed by `MARGIN` times, once for each time an
 agent goes past: the agent warns again only after its Q has been back within the bound
-itself (after a rollback, say). A chunk reports its first warning.
+itself (after a rollback, say). Within one chunk an agent reports its first warning.
 """
 
 from __future__ import annotations
@@ -56,13 +56,13 @@ class ValueBoundWatch:
         finite = [r for r in reward_max if math.isfinite(r)]
         self._seen_before = max(finite, default=math.nan)
 
-    def check(self, rows: Sequence[dict[str, Any]], first_update: int, gamma: Any) -> Beyond | None:
-        """The first warning of `rows` (updates `first_update`, `first_update` + 1, ...) at
-        discount `gamma` (the run's, or each agent's: the largest counts), or None. A gamma of
-        1 has no bound: such a chunk is passed over."""
+    def check(self, rows: Sequence[dict[str, Any]], first_update: int, gamma: Any) -> list[Beyond]:
+        """The warnings of `rows` (updates `first_update`, `first_update` + 1, ...) at
+        discount `gamma` (the run's, or each agent's: the largest counts): each agent's first
+        in the chunk, in update order. A gamma of 1 has no bound: such a chunk is passed over."""
         current = float(np.max(gamma))
         if not self.enabled or not rows or not 0.0 <= current < 1.0:
-            return None
+            return []
         self._gamma = gamma = max(self._gamma, current)
         # A chunk's rows at once (updates x agents): the session thread does this between
         # chunks, while the trainer waits.
@@ -82,7 +82,7 @@ class ValueBoundWatch:
         with np.errstate(invalid="ignore"):
             over = np.isfinite(q) & (bound > 0) & (np.abs(q) > MARGIN * bound)
             settled = np.abs(q) <= bound  # False where either is NaN
-        first: tuple[int, int] | None = None  # (row, agent) of the chunk's first warning
+        found: list[tuple[int, int]] = []  # (row, agent) of each agent's first warning
         for agent in range(agents):
             over_rows, settled_rows = np.flatnonzero(over[:, agent]), np.flatnonzero(settled[:, agent])
             if not over_rows.size:
@@ -94,14 +94,11 @@ class ValueBoundWatch:
             settled_since = np.searchsorted(settled_rows, over_rows) > np.searchsorted(settled_rows, before)
             warns = settled_since | ((before < 0) & (not self._warned[agent]))
             self._warned[agent] = over_rows[-1] > (settled_rows[-1] if settled_rows.size else -1)
-            if warns.any() and (first is None or over_rows[np.argmax(warns)] < first[0]):
-                first = (int(over_rows[np.argmax(warns)]), agent)
-        if first is None:
-            return None
-        row, agent = first
-        update = first_update + row
-        return Beyond(update, self._message(update, q[row, agent], seen[row, agent], gamma,
-                                            self._agent_name(agent) if agents > 1 else None))
+            if warns.any():
+                found.append((int(over_rows[np.argmax(warns)]), agent))
+        return [Beyond(first_update + row, self._message(first_update + row, q[row, agent], seen[row, agent], gamma,
+                                                         self._agent_name(agent) if agents > 1 else None))
+                for row, agent in sorted(found)]
 
     def _agent_name(self, agent: int) -> str:
         if self._seeds_per_member is None:
@@ -110,8 +107,8 @@ class ValueBoundWatch:
         return f"member {member}" + (f" (seed {seed})" if self._seeds_per_member > 1 else "")
 
     def _message(self, update: int, q: float, reward: float, gamma: float, agent: str | None) -> str:
-        who = "" if agent is None else f" of {agent}"
+        who = "" if agent is None else f" for {agent}"
         bound = reward / (1.0 - gamma)
-        return (f"Q values diverging: mean Q{who} {q:,.4g} at update {update:,} is more than {MARGIN:g}x the "
+        return (f"Q values diverging{who}: mean Q {q:,.4g} at update {update:,} is more than {MARGIN:g}x the "
                 f"±{bound:,.4g} that the rewards seen allow (largest |reward| {reward:.3g} / (1 - gamma {gamma:g})); "
                 f"{self._hint} usually helps")

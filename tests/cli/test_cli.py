@@ -178,8 +178,8 @@ def test_launch_help_mentions_every_option_and_key(tmp_path):
     assert not (tmp_path / "runs").exists()
     # Whole numbers as written in a file; the defaults named as PPO's, the others' pointed to.
     assert re.search(r"  learning_starts\* .*\(default: 10000\)$", text, re.M)
-    assert "the defaults are ppo's: algo = reinforce, pqn, dqn or sac brings defaults of its own" in " ".join(
-        text.split())
+    assert ("the defaults shown are the built-in ones, which ppo trains with: algo = reinforce, pqn, dqn or sac "
+            "replaces some with its own") in " ".join(text.split())
 
 
 def test_no_command_prints_help_and_exits_2(tmp_path):

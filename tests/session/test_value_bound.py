@@ -8,6 +8,12 @@ import numpy as np
 from rltui.session.value_bound import ValueBoundWatch
 
 
+def first(watch, *args):
+    """The first warning `watch.check(*args)` gives, or None."""
+    warnings = watch.check(*args)
+    return warnings[0] if warnings else None
+
+
 def rows(*q_and_r):
     return [{"q_mean": q, "reward_max": r} for q, r in q_and_r]
 
@@ -15,34 +21,34 @@ def rows(*q_and_r):
 def test_the_bound_is_the_largest_reward_seen_so_far_over_one_minus_gamma():
     watch = ValueBoundWatch("dqn")
     # Rewards 1 then 0 (a sparse update): the bound stays 1 / (1 - 0.9) = 10, passed at 2x.
-    assert watch.check(rows((15.0, 1.0), (19.0, 0.0)), 1, 0.9) is None
-    warning = watch.check(rows((21.0, 0.0)), 3, 0.9)
+    assert first(watch, rows((15.0, 1.0), (19.0, 0.0)), 1, 0.9) is None
+    warning = first(watch, rows((21.0, 0.0)), 3, 0.9)
     assert warning.update == 3 and "mean Q 21 at update 3 is more than 2x the ±10 " in warning.message
 
 
 def test_no_reward_seen_yet_means_no_bound_and_gamma_one_none_either():
-    assert ValueBoundWatch("pqn").check(rows((5.0, 0.0), (1e6, math.nan)), 1, 0.99) is None
-    assert ValueBoundWatch("pqn").check(rows((1e9, 1.0)), 1, 1.0) is None
+    assert first(ValueBoundWatch("pqn"), rows((5.0, 0.0), (1e6, math.nan)), 1, 0.99) is None
+    assert first(ValueBoundWatch("pqn"), rows((1e9, 1.0)), 1, 1.0) is None
 
 
 def test_a_warning_comes_again_only_after_every_agent_is_back_within_the_bound():
     watch = ValueBoundWatch("dqn")
-    assert watch.check(rows((30.0, 1.0)), 1, 0.9) is not None
-    assert watch.check(rows((25.0, 1.0), (15.0, 1.0)), 2, 0.9) is None  # still past the bound itself
-    assert watch.check(rows((9.0, 1.0)), 4, 0.9) is None  # settled: armed again
-    assert watch.check(rows((40.0, 1.0)), 5, 0.9).update == 5
+    assert first(watch, rows((30.0, 1.0)), 1, 0.9) is not None
+    assert first(watch, rows((25.0, 1.0), (15.0, 1.0)), 2, 0.9) is None  # still past the bound itself
+    assert first(watch, rows((9.0, 1.0)), 4, 0.9) is None  # settled: armed again
+    assert first(watch, rows((40.0, 1.0)), 5, 0.9).update == 5
 
 
 def test_several_agents_are_watched_each_against_its_own_rewards():
     watch = ValueBoundWatch("dqn")
     row = {"q_mean": 5.5, "reward_max": 5.5,
            "per_seed": {"q_mean": (1.0, 30.0), "reward_max": (10.0, 1.0)}}
-    warning = watch.check([row], 7, 0.9)
-    assert warning is not None and "mean Q of seed 1 30 at update 7" in warning.message
+    warning = first(watch, [row], 7, 0.9)
+    assert warning is not None and "for seed 1: mean Q 30 at update 7" in warning.message
     # A population's agents are named by member (and seed).
     members = ValueBoundWatch("dqn", seeds_per_member=2)
     row = {"per_seed": {"q_mean": (1.0, 1.0, 1.0, 30.0), "reward_max": (1.0,) * 4}}
-    assert "mean Q of member 1 (seed 1) 30 " in members.check([row], 7, 0.9).message
+    assert "for member 1 (seed 1): mean Q 30 " in first(members, [row], 7, 0.9).message
 
 
 def test_an_agent_stuck_past_the_bound_does_not_silence_the_others():
@@ -52,16 +58,16 @@ def test_an_agent_stuck_past_the_bound_does_not_silence_the_others():
     def row(q0, q1):
         return {"per_seed": {"q_mean": (q0, q1), "reward_max": (1.0, 1.0)}}
 
-    assert "of seed 0" in watch.check([row(30.0, 5.0)], 1, 0.9).message
-    assert watch.check([row(math.nan, 5.0), row(40.0, 9.0)], 2, 0.9) is None
-    warning = watch.check([row(50.0, 25.0)], 4, 0.9)
-    assert warning.update == 4 and "of seed 1" in warning.message
+    assert "for seed 0:" in first(watch, [row(30.0, 5.0)], 1, 0.9).message
+    assert first(watch, [row(math.nan, 5.0), row(40.0, 9.0)], 2, 0.9) is None
+    warning = first(watch, [row(50.0, 25.0)], 4, 0.9)
+    assert warning.update == 4 and "for seed 1:" in warning.message
 
 
 def test_a_gamma_of_one_passes_a_chunk_over_without_ending_the_watch():
     watch = ValueBoundWatch("dqn")
-    assert watch.check(rows((1e6, 1.0)), 1, 1.0) is None
-    assert watch.check(rows((30.0, 1.0)), 2, 0.9).update == 2
+    assert first(watch, rows((1e6, 1.0)), 1, 1.0) is None
+    assert first(watch, rows((30.0, 1.0)), 2, 0.9).update == 2
 
 
 def test_a_resume_counts_the_rewards_seen_before_its_checkpoint():
@@ -69,15 +75,15 @@ def test_a_resume_counts_the_rewards_seen_before_its_checkpoint():
     # learned from the 10 (bound 100) are no warning; past 200 they are.
     watch = ValueBoundWatch("dqn")
     watch.resume_from([0.1, math.nan, 10.0, 0.1])
-    assert watch.check(rows((150.0, 0.1)), 11, 0.9) is None
-    assert "±100 " in watch.check(rows((250.0, 0.1)), 12, 0.9).message
+    assert first(watch, rows((150.0, 0.1)), 11, 0.9) is None
+    assert "±100 " in first(watch, rows((250.0, 0.1)), 12, 0.9).message
 
 
 def plain_warnings(chunks, gamma, margin=2.0):
     """The watch's rule one update at a time, one agent: the updates whose warning a chunk
     reports (the first warning within each chunk)."""
     seen, warned, reported = math.nan, False, []
-    for first, chunk in chunks:
+    for start, chunk in chunks:
         found = None
         for offset, (q, r) in enumerate(chunk):
             seen = r if math.isnan(seen) else max(seen, r) if not math.isnan(r) else seen
@@ -85,7 +91,7 @@ def plain_warnings(chunks, gamma, margin=2.0):
             over = math.isfinite(q) and bound > 0 and abs(q) > margin * bound
             if over:
                 if not warned and found is None:
-                    found = first + offset
+                    found = start + offset
                 warned = True
             elif abs(q) <= bound:
                 warned = False
@@ -104,8 +110,8 @@ def test_a_chunk_at_once_warns_where_the_rule_applied_update_by_update_would():
                   for i in range(len(cuts) - 1) if cuts[i] < cuts[i + 1]]
         watch = ValueBoundWatch("dqn")
         got = []
-        for first, chunk in chunks:
-            warning = watch.check(rows(*chunk), first, 0.9)
+        for start, chunk in chunks:
+            warning = first(watch, rows(*chunk), start, 0.9)
             got.append(None if warning is None else warning.update)
         assert got == plain_warnings(chunks, 0.9), (q, r, cuts)
 
@@ -114,6 +120,16 @@ def test_a_lower_gamma_edited_in_keeps_the_bound_of_the_largest_the_run_trained_
     # Values learned at 0.99 (bound 100 for rewards of 1) do not warn when gamma is edited
     # down to 0.9 (bound 10); past twice 0.99's bound they still do.
     watch = ValueBoundWatch("pqn")
-    assert watch.check(rows((90.0, 1.0)), 1, 0.99) is None
-    assert watch.check(rows((90.0, 1.0)), 2, 0.9) is None
-    assert watch.check(rows((250.0, 1.0)), 3, 0.9).update == 3
+    assert first(watch, rows((90.0, 1.0)), 1, 0.99) is None
+    assert first(watch, rows((90.0, 1.0)), 2, 0.9) is None
+    assert first(watch, rows((250.0, 1.0)), 3, 0.9).update == 3
+
+
+def test_agents_past_the_bound_in_one_chunk_each_get_their_warning():
+    watch = ValueBoundWatch("dqn", seeds_per_member=1)
+    chunk = [{"per_seed": {"q_mean": (5.0, 5.0, 1.0), "reward_max": (1.0,) * 3}},
+             {"per_seed": {"q_mean": (5.0, 25.0, 1.0), "reward_max": (1.0,) * 3}},
+             {"per_seed": {"q_mean": (30.0, 50.0, 1.0), "reward_max": (1.0,) * 3}}]
+    warnings = watch.check(chunk, 10, 0.9)
+    assert [(w.update, w.message.split(":")[0]) for w in warnings] == [
+        (11, "Q values diverging for member 1"), (12, "Q values diverging for member 0")]
