@@ -7,9 +7,10 @@ holds rows 0 to `current_index` of each env and zeros after them (as `init` made
 the file keeps those rows only and reading it puts the zeros back: the state restored is the
 one saved, array for array.
 
-Works on host copies (NumPy) of a `replay.ReplayState` in checkpoint layout: experience
-leaves (env, row, ...), or (seed, env, row, ...) with several agents, whose counters then
-carry the seed axis.
+Works on host arrays of a `replay.ReplayState`: experience leaves (env, row, ...), or
+(seed, env, row, ...) with several agents, whose counters then carry the seed axis, in a
+checkpoint's layout; with a leading device axis on every leaf as training holds them (the
+session cuts the rows before the copy a checkpoint makes).
 """
 
 from __future__ import annotations

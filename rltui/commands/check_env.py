@@ -254,6 +254,7 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = DEFAULT_ALGORITHM)
     def update_check():
         from trainers import checkpoint
         from trainers.hparams import DynamicHParams, StaticConfig
+        from trainers.metrics_spec import divergence_metrics
         from trainers.parallel import build
 
         static = StaticConfig(env_id=env_id, algo=algo, network=network, num_envs=CHECK_ENVS, num_steps=8,
@@ -264,8 +265,6 @@ def run_checks(env_id: str, network: str = "mlp", algo: str = DEFAULT_ALGORITHM)
         hparams = DynamicHParams.create(anneal_updates=1.0, learning_starts=0.0)
         train_state = parallel.init(parallel.seed_keys(0), hparams)
         train_state, metrics = parallel.run_chunk(train_state, hparams, 1)
-        from trainers.metrics_spec import divergence_metrics
-
         update = {name: float(np.asarray(value).reshape(-1)[0]) for name, value in vars(metrics.per_update).items()}
         # What the session's divergence guard reads for this algorithm (its losses, gradient norm, ...).
         bad = [name for name in divergence_metrics(algo) if not math.isfinite(update[name])]

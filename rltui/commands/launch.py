@@ -244,9 +244,10 @@ def _keys_epilog() -> str:
     from trainers.algorithms import ALGORITHMS, DEFAULT_ALGORITHM, listed
 
     defaults = RunConfig()
-    others = listed(name for name, algorithm in ALGORITHMS.items() if algorithm.defaults and name != DEFAULT_ALGORITHM)
+    own_defaults = (name for name, algorithm in ALGORITHMS.items() if algorithm.defaults and name != DEFAULT_ALGORITHM)
+    others = listed(own_defaults, "or")
     lines = [f"configuration keys (TOML file or --set; * = editable while training; the defaults shown are the "
-             f"built-in ones, which {DEFAULT_ALGORITHM} trains with: algo = {others.replace(' and ', ' or ')} replaces "
+             f"built-in ones, which {DEFAULT_ALGORITHM} trains with: algo = {others} replaces "
              "some with its own, listed in docs/configuration.md):"]
     width = max(len(key) for key in KEYS) + 1
     for key, info in KEYS.items():

@@ -298,11 +298,12 @@ class TrainingSession:
             if self.population is not None and self.population.pbt.enabled:  # ... and on each PBT step
                 every = self.population.pbt.every_updates
                 count = min(count, every - progress.updates_done % every)
+            hparams = progress.hparams if self.population is None else self.population.trainer_hparams()
             started = self._clock()
             if self.population is None:
-                rows = self.backend.run_chunk(count, progress.hparams)
+                rows = self.backend.run_chunk(count, hparams)
             else:
-                rows = self.backend.run_chunk(count, self.population.trainer_hparams(), self.population.active())
+                rows = self.backend.run_chunk(count, hparams, self.population.active())
             seconds = max(self._clock() - started, 1e-9)
             # What is recorded: each agent's latest finished episode carried forward. A
             # population's steering (its members' scores for PBT) sees the raw rows.
@@ -315,7 +316,6 @@ class TrainingSession:
             # Outside the chunk's timing: the chunk size and SPS measure training alone.
             evaluation = None if diverged else self._evaluation.evaluate_if_due(progress.updates_done + len(rows))
             self._record(recorded, started, seconds, evaluation)
-            hparams = progress.hparams if self.population is None else self.population.trainer_hparams()
             for beyond in self._value_bound.check(rows, progress.updates_done + 1 - len(rows), hparams.gamma):
                 self._reporter.event("warning", beyond.message, about_update=beyond.update)
             self._chunk_size = self._next_chunk_size(len(rows) or count, seconds)

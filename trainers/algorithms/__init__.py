@@ -46,10 +46,10 @@ def bounds_problem(name: str, env: str, low: Any, high: Any) -> str | None:
     return f"algo: {name} squashes its actions into the env's bounds; {env} has unbounded ones"
 
 
-def listed(words) -> str:
-    """"a", "a and b", "a, b and c"."""
+def listed(words, conjunction: str = "and") -> str:
+    """"a", "a and b", "a, b and c" (or another `conjunction`: "a, b or c")."""
     words = list(words)
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} {conjunction} {words[-1]}"
 
 
 def acting_by_values() -> str:
