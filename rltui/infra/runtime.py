@@ -1,6 +1,7 @@
 """Process-wide JAX setup that must happen before JAX initialises: host device count, the
 persistent compilation cache, XLA's CPU vector width and the size of its CPU worker pool;
-and the deferral of gymnax's plotting imports (`rltui.infra.deferred_imports`). Kept apart so the
+the threefry hash's CPU lowering (`rltui.infra.unrolled_threefry`) and the deferral of
+gymnax's plotting imports (`rltui.infra.deferred_imports`). Kept apart so the
 CLI can parse and validate input without importing JAX at all."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import logging
 import os
 from pathlib import Path
 
-from rltui.infra import deferred_imports
+from rltui.infra import deferred_imports, unrolled_threefry
 from trainers.algorithms import algorithm
 from trainers.envs import OBS_SIZES
 
@@ -34,8 +35,9 @@ def cache_dir() -> Path:
 
 def configure_jax(host_devices: int, compile_cache: bool) -> None:
     """`host_devices` > 1 asks XLA for that many CPU devices, and 512-bit vectors where the
-    CPU runs them at full speed (each ignored if the user already set the flag themselves).
-    Call before the first `import jax`."""
+    CPU runs them at full speed (each ignored if the user already set the flag themselves);
+    `jax.random`'s hash is lowered as straight-line code on the CPU. Call before the first
+    `import jax`."""
     deferred_imports.install()
     _quiet_callback_logs()
     flags = os.environ.get("XLA_FLAGS", "")
@@ -48,6 +50,7 @@ def configure_jax(host_devices: int, compile_cache: bool) -> None:
         os.environ["XLA_FLAGS"] = " ".join([flags, *added]).strip()
     import jax
 
+    unrolled_threefry.install()
     if compile_cache:
         path = cache_dir()
         try:
