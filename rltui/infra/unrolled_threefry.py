@@ -6,10 +6,11 @@ compile) and unrolled on every other platform. A training chunk hashes keys at e
 step and every gradient step, most hashes of a few words, where the loop's per-trip
 overhead costs far more than the rounds themselves; unrolled, XLA fuses each hash into the
 code around it. It is the same function, so every random bit stays the same
-(tests/cli/test_unrolled_threefry.py checks it against JAX's own lowering). The program
-around the draws compiles differently, and XLA may fuse float arithmetic differently with
-it: the trainers measured (benchmarks/threefry_lowering.py) reach bit-identical states
-either way on this machine, which is not a promise for every program.
+(tests/cli/test_unrolled_threefry.py checks it against JAX's own lowering and the
+function's published test vectors). The program around the draws compiles differently,
+though, and XLA may fuse float arithmetic differently with it, so bit-identical states
+either way are expected of a trainer but not promised (benchmarks/threefry_lowering.py
+compares them).
 
 The hash is Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers: as easy as
 1, 2, 3", SC 2011): a key schedule of the two key words and their parity with a constant, a
@@ -17,6 +18,8 @@ key injection after every four rounds, and per-round rotation amounts that alter
 between two sets of four."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -29,8 +32,8 @@ GROUPS = 5  # of four rounds each: twenty rounds
 
 # Hashes of at most this many word pairs run unrolled; larger ones keep a loop over the five
 # groups. Small hashes (a rollout step's keys and actions, a sampled batch's indices) gain
-# the most unrolled; with SAC's larger ones (its Gaussian samples of a 256-row batch)
-# unrolled, the whole chunk ran slower (benchmarks/threefry_lowering.py).
+# the most unrolled. Large ones unrolled are fused into the float arithmetic they feed (a
+# batch's Gaussian samples), which makes a chunk slower (docs/benchmarks.md).
 UNROLLED_UP_TO = 128
 
 
@@ -55,7 +58,9 @@ def threefry2x32(k0, k1, x0, x1):
 
     schedule = (k0, k1, k0 ^ k1 ^ KEY_PARITY)
     x0, x1 = x0 + schedule[0], x1 + schedule[1]
-    if np.prod(np.broadcast_shapes(*(jnp.shape(w) for w in (k0, k1, x0, x1))), dtype=int) <= UNROLLED_UP_TO:
+    # A symbolic size (a shape-polymorphic export) is not known to be small: the loop.
+    pairs = math.prod(jnp.broadcast_shapes(*(jnp.shape(w) for w in (k0, k1, x0, x1))))
+    if isinstance(pairs, int) and pairs <= UNROLLED_UP_TO:
         for group in range(GROUPS):
             # After each group the schedule's words move round by one, with the group's count.
             x0, x1 = _group(x0, x1, [np.uint32(a) for a in ROTATIONS[group % 2]], schedule[(group + 1) % 3],
@@ -67,8 +72,9 @@ def threefry2x32(k0, k1, x0, x1):
         x0, x1 = _group(x0, x1, [amounts[i] for i in range(4)], s1, s2 + (group + 1).astype(jnp.uint32))
         return x0, x1, s1, s2, s0, next_amounts, amounts
 
-    # The schedule's words trade places in the loop's carry, so they take one shape.
-    schedule = jnp.broadcast_arrays(*schedule)
+    # The schedule's words trade places in the loop's carry, and each joins both counter
+    # words, so all five take one shape.
+    x0, x1, *schedule = jnp.broadcast_arrays(x0, x1, *schedule)
     carry = (x0, x1, *schedule, jnp.asarray(ROTATIONS[0], jnp.uint32), jnp.asarray(ROTATIONS[1], jnp.uint32))
     return tuple(lax.fori_loop(0, GROUPS, looped, carry)[:2])
 
