@@ -1159,6 +1159,31 @@ async def test_on_a_large_terminal_every_metric_shows_one_line_each_where_two_do
     await run_scenario(fake, tmp_path, scenario, config=config, size=size)
 
 
+@pytest.mark.parametrize("reopened", [False, True])
+@pytest.mark.parametrize("burst", [["e", "down", "0", ".", "9", "enter"], ["e", "down", "1", "e", "-", "3", "enter"]])
+async def test_keys_typed_straight_after_e_land_in_the_editor(tmp_path, burst, reopened):
+    """`e` and the keys behind it sent at once, as a terminal sends them: the editor opens
+    before the next key is handed on, and an `e` typed in the value is part of the number."""
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        if reopened:  # the editor is built on the first opening and reused afterwards
+            await pilot.press("e", "escape")
+            await until(pilot, lambda: app.screen is app.dashboard)
+        named = {".": "full_stop", "-": "minus"}
+        for key in burst:
+            event = Key(named.get(key, key), key if len(key) == 1 else None)
+            event.set_sender(app)
+            app._driver.send_message(event)
+        await until(pilot, lambda: fake.commands_of(SetHParams))
+        field = app.get_screen("hparam-editor").fields[burst.count("down")]
+        expected = float("".join(burst[burst.index("down") + 1:-1]))
+        assert fake.commands_of(SetHParams) == [SetHParams({field: pytest.approx(expected)})]
+        await until(pilot, lambda: app.screen is app.dashboard)
+
+    await run_scenario(fake, tmp_path, scenario)
+
+
 @pytest.mark.parametrize("burst", [["down", "0", ".", "9", "enter"],
                                    ["down", "down", "up", "down", "0", ".", "9", "enter"]])
 async def test_keys_typed_straight_after_an_arrow_land_in_the_new_fields_value(tmp_path, burst):

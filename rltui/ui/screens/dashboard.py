@@ -84,7 +84,11 @@ class DashboardScreen(Screen):
         Binding("p", "app.resume", "Resume", tooltip=_PAUSE_HELP),
         Binding("space", "app.pause", "Pause", show=False, tooltip=_PAUSE_HELP),
         Binding("space", "app.resume", "Resume", show=False, tooltip=_PAUSE_HELP),
-        Binding("e", "app.edit_hparams", "Edit", tooltip="edit a hyperparameter (applied live, no recompile)"),
+        # A priority binding acts as the key arrives, so the editor is open before the keys
+        # typed straight after `e` are handed on: otherwise they reach the dashboard's
+        # focused widget first and are lost. The dashboard has no text input to want an `e`.
+        Binding("e", "app.edit_hparams", "Edit", tooltip="edit a hyperparameter (applied live, no recompile)",
+                priority=True),
         Binding("s", "app.save_checkpoint", "Save", tooltip="save a checkpoint at the next chunk boundary"),
         Binding(
             "r",
