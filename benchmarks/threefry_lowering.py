@@ -10,7 +10,7 @@ so above 1 is faster. The two programs' states after the rounds are compared too
 hash is the same function, so equal states are expected, though XLA may fuse the float
 arithmetic around the draws differently and round differently.
 
-    python benchmarks/threefry_lowering.py [--cases ppo-4 ppo-64 pqn-4 pqn-64 dqn sac]
+    python benchmarks/threefry_lowering.py [--cases ppo-4 ppo-64 pqn-4 pqn-64 dqn sac ppo-breakout pqn-breakout]
                                            [--rounds 7] [--updates 64]
 """
 
@@ -33,6 +33,8 @@ CASES = {
     "ppo-64": ({"algo": "ppo", "num_envs": 64}, 0),
     "pqn-4": ({"algo": "pqn", "num_envs": 4}, 0),
     "pqn-64": ({"algo": "pqn", "num_envs": 64}, 0),
+    "ppo-breakout": ({"algo": "ppo", "env": "Breakout-MinAtar"}, 0),
+    "pqn-breakout": ({"algo": "pqn", "env": "Breakout-MinAtar"}, 0),
     "dqn": ("dqn", 1000),
     "sac": ("sac", 256),
 }
