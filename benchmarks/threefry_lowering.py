@@ -2,8 +2,8 @@
 against JAX's own CPU lowering (a five-trip loop), per algorithm, in one process.
 
 Each case's chunk program is built twice: first with JAX's lowering, then, after
-`unrolled_threefry.install()`, again. Both start from the same state (after `--fill`
-updates, so that a replay algorithm's buffer has reached `learning_starts`), and the two
+`unrolled_threefry.install()`, again. Both start from the same state (after the case's
+fill updates, which bring a replay algorithm's buffer to `learning_starts`), and the two
 programs run chunks of `--updates` updates in alternation, `--rounds` times; the figure is
 the median of the per-round ratios of CPU time (JAX's lowering over the unrolled hash),
 so above 1 is faster. The two programs' states after the rounds are compared too: the
@@ -99,7 +99,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for side, parallel in (("before", before[name]), ("after", after[name])):
                 started = time.process_time()
-                states[side], metrics = parallel.run_chunk(states[side], hp, args.updates)
+                states[side], _ = parallel.run_chunk(states[side], hp, args.updates)
                 jax.block_until_ready(states[side])
                 seconds[side].append(time.process_time() - started)
         ratio = statistics.median(b / a for b, a in zip(seconds["before"], seconds["after"]))

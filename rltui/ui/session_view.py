@@ -60,17 +60,17 @@ class SessionView:
         if not self._ready:
             self._early.append(message)
             return
-        if isinstance(message, MetricsUpdated):
-            self._snapshots.arrived(message.snapshot)
-        elif isinstance(message, SessionStateChanged):
-            self._state_changed(message.state, message.message)
-        elif isinstance(message, SessionEventLogged):
-            self._event_logged(message)
-        elif isinstance(message, DeviceStatsSampled):
-            try:
+        try:
+            if isinstance(message, MetricsUpdated):
+                self._snapshots.arrived(message.snapshot)
+            elif isinstance(message, SessionStateChanged):
+                self._state_changed(message.state, message.message)
+            elif isinstance(message, SessionEventLogged):
+                self._event_logged(message)
+            elif isinstance(message, DeviceStatsSampled):
                 self._dashboard.show_devices(message.stats)
-            except NoMatches:
-                pass  # a sample that arrived while the app tears its widgets down
+        except NoMatches:
+            pass  # a message that arrived while the app tears its widgets down
 
     def show_state(self) -> None:
         ending = self._status.ended_as

@@ -1159,6 +1159,27 @@ async def test_on_a_large_terminal_every_metric_shows_one_line_each_where_two_do
     await run_scenario(fake, tmp_path, scenario, config=config, size=size)
 
 
+async def test_session_messages_that_arrive_while_the_dashboard_tears_down_are_dropped(tmp_path):
+    """An event, a state change or a snapshot can arrive after the app has begun removing
+    its widgets (the session runs on its own thread): it is dropped, not an error."""
+    from rltui.session.events import SessionEvent
+    from rltui.ui.messages import SessionEventLogged, SessionStateChanged
+    from rltui.ui.widgets.events import EventsLog
+    from rltui.ui.widgets.status import StatusBar
+
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 2)
+        await until(pilot, lambda: "update 2/" in progress_text(app))
+        await app.dashboard.query_one(EventsLog).remove()
+        await app.dashboard.query_one(StatusBar).remove()
+        app.session_view.handle(SessionEventLogged(SessionEvent("hparams", 2, "set gamma 0.99 -> 0.9", 0.0)))
+        app.session_view.handle(SessionStateChanged(SessionState.PAUSED, None))
+
+    await run_scenario(fake, tmp_path, scenario)
+
+
 @pytest.mark.parametrize("reopened", [False, True])
 @pytest.mark.parametrize("burst", [["e", "down", "0", ".", "9", "enter"], ["e", "down", "1", "e", "-", "3", "enter"]])
 async def test_keys_typed_straight_after_e_land_in_the_editor(tmp_path, burst, reopened):
