@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rltui.assembly import build_session, check_agents_fit, start_control_server
-from rltui.config.build import RunConfig, build_config, check_devices, check_run_name
+from rltui.config.build import RunConfig, build_config, check_devices, check_run_name, unread_notice
 from rltui.config.keys import KEYS, ConfigError
 from rltui.config.toml_text import load_toml, parse_overrides
 from rltui.errors import LaunchError, UsageError, report, warn
@@ -40,7 +40,7 @@ def _config_and_resume(args) -> LaunchPlan:
         if not args.no_preset:
             from rltui.config import presets
             preset = presets.applied(config.algo, config.env, given)
-        notices = (_preset_notice(preset) if preset is not None else None,
+        notices = (unread_notice(config, given), _preset_notice(preset) if preset is not None else None,
                    _rounding_notice(config) if "total_timesteps" in given else None)
         return LaunchPlan(config, None, preset, tuple(n for n in notices if n), frozenset(given))
     # The session package is imported where a launch needs it: every command's start loads this module.
@@ -48,10 +48,10 @@ def _config_and_resume(args) -> LaunchPlan:
 
     resume = load_verified_checkpoint(Path(args.resume), "--resume", "launch --resume")
     config = resumed_config(resume, given)
-    notice = _rounding_notice(config) if "total_timesteps" in given else None
+    notices = (unread_notice(config, given), _rounding_notice(config) if "total_timesteps" in given else None)
     metadata = resume.metadata
     preset = metadata.get("preset") if isinstance(metadata.get("preset"), dict) else None
-    return LaunchPlan(config, resume, preset, (notice,) if notice else (), frozenset(given))
+    return LaunchPlan(config, resume, preset, tuple(n for n in notices if n), frozenset(given))
 
 
 def say(notices) -> None:

@@ -18,7 +18,7 @@ import copy
 import dataclasses
 import functools
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from rltui.config import presets
@@ -33,9 +33,9 @@ from rltui.config.keys import (
 from rltui.config.sweep import plan_sweep
 from rltui.config.sweep_spec import PERTURBABLE
 from rltui.config.toml_text import show_setting
-from trainers.algorithms import action_problem
-from trainers.env_import import env_id_with_kwargs, is_import_path
-from trainers.envs import MINATAR
+from trainers.algorithms import ALGORITHMS, action_problem
+from trainers.env_import import env_id_with_kwargs
+from trainers.envs import MINATAR, is_builtin
 from trainers.hparams import DynamicHParams, StaticConfig, batch_split_problem
 from trainers.keys import INT32_MAX, STATIC, TRACED, UINT32_MAX, Key, quote, shorten
 from trainers.metrics_spec import METRIC_SPECS
@@ -65,11 +65,49 @@ class _RunConfigMethods:
         values = {k.attr: k.rule.to_trainer(getattr(self, k.name)) for k in KEYS.values() if k.kind == TRACED}
         return DynamicHParams.create(**values, anneal_updates=float(self.total_updates))
 
-    def to_toml_dict(self) -> dict[str, Any]:
+    def to_toml_dict(self, *, only_read: bool = False) -> dict[str, Any]:
+        """The configuration as TOML's values; `only_read`: only the keys this run's algorithm
+        reads (`reads_key`), as a person reads config.toml."""
         # TOML has no null: an unset optional key is left out, which reads back as unset. A
         # tuple is written as what TOML reads back, a list.
         return {name: list(value) if isinstance(value, tuple) else value
-                for name, value in dataclasses.asdict(self).items() if value is not None}
+                for name, value in dataclasses.asdict(self).items()
+                if value is not None and (not only_read or reads_key(self, name))}
+
+
+def known_actions(config: Any) -> str | None:
+    """"discrete" or "continuous": the action space of a run's env where it is known before
+    the env is built (gymnax's envs, or an algorithm that takes one kind only); None for
+    another suite's env or an import path, known once built."""
+    if is_builtin(config.env):
+        return "continuous" if presets.family_of(config.env) == "continuous" else "discrete"
+    declared = ALGORITHMS.get(config.algo)
+    return declared.actions[0] if declared is not None and len(declared.actions) == 1 else None
+
+
+def reads_key(config: Any, name: str) -> bool:
+    """Whether the run `config` reads the key `name`: its algorithm's own keys and the shared
+    ones it uses, less those made for an action space its env does not have
+    (`Key.matters_for`)."""
+    return KEYS[name].matters_for(config.algo, known_actions(config))
+
+
+def unread_notice(config: Any, given: Iterable[str]) -> str | None:
+    """One line naming the keys in `given` (set by --set, a file or a keyword) that the run
+    `config` does not read, so that a setting with no effect is not taken for one; None if
+    all count."""
+    unread = [name for name in given if name in KEYS and not reads_key(config, name)]
+    if not unread:
+        return None
+    algo, them = config.algo, "it" if len(unread) == 1 else "them"
+    if all(KEYS[name].reads(algo) for name in unread):  # read for the other action space only
+        return (f"{', '.join(unread)}: {config.env} has {known_actions(config)} actions, and "
+                f"{'it is' if len(unread) == 1 else 'they are'} for {KEYS[unread[0]].actions} ones; "
+                "no effect on this run")
+    users = sorted({user for name in unread for user in (KEYS[name].algos or ()) if user != algo})
+    verb = "reads" if len(users) == 1 and len(unread) == 1 else "read"
+    read_by = f" ({', '.join(users)} {verb} {them})" if users else ""
+    return f"{', '.join(unread)}: algo = {algo} does not read {them}{read_by}; no effect on this run"
 
 
 def _hashable(value: Any) -> Any:
@@ -140,16 +178,14 @@ def build_config(
     for limit in DERIVED_LIMITS:
         if limit.value(config) > limit.high:
             raise ConfigError(f"{limit.key}: {limit.what} must be at most {limit.high}, got {limit.value(config)}")
-    from trainers.suites import suite_of
-
-    outside = is_import_path(config.env) or suite_of(config.env) is not None  # not one of gymnax's
+    outside = not is_builtin(config.env)  # an import path, an env object's id or another suite's env
     if config.env_kwargs and not outside:
         raise ConfigError(
             f"env_kwargs: only an env given by import path or another suite's id takes arguments; "
             f"{config.env} is built in"
         )
-    if not outside:  # a built-in env's action space is known here; another's once built
-        actions = "continuous" if presets.family_of(config.env) == "continuous" else "discrete"
+    actions = known_actions(config)
+    if actions is not None:
         problem = action_problem(config.algo, actions, config.env)
         if problem is not None:
             raise ConfigError(problem)

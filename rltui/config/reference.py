@@ -39,7 +39,10 @@ opens or closes with a bracket or a brace must be a whole array or table). Prece
 lowest first: built-in defaults < the algorithm's defaults ([below](#algorithms)) < the
 environment's family defaults < its tuned preset ([presets](presets.md)) < `--config` <
 `--set`; `--no-preset` skips the family and the preset. A run writes
-its effective configuration to `config.toml` in its run directory.
+its effective configuration to `config.toml` in its run directory: the keys its algorithm
+reads (on a built-in environment, less those for the other action space). A key given that
+the run does not read (`--set clip_eps=0.3` with `algo = "dqn"`) has no effect, and the
+launch says so in one line.
 
 **Live** keys are traced arguments of the compiled step: they change between chunks (the
 dashboard's editor `e`, or a `set_hparams` command on the [control

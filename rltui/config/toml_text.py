@@ -126,12 +126,14 @@ def written_number(value: Any) -> Any:
 
 
 def dump_toml(config: Any) -> str:
-    """`config` (a RunConfig) as the TOML of a run's config.toml: whole numbers as a person
-    writes them (`written_number`). Elsewhere (checkpoint metadata, the loggers' configs) a
-    float key stays a float, so that runs compare alike."""
+    """`config` (a RunConfig) as the TOML of a run's config.toml: the keys its algorithm reads
+    (the others would have no effect, and would read as if they had), whole numbers as a
+    person writes them (`written_number`). Elsewhere (checkpoint metadata, the loggers'
+    configs) every key is kept and a float key stays a float, so that runs compare alike."""
     import tomli_w
 
-    return tomli_w.dumps({name: written_number(value) for name, value in config.to_toml_dict().items()})
+    return tomli_w.dumps({name: written_number(value)
+                          for name, value in config.to_toml_dict(only_read=True).items()})
 
 
 def show_setting(value: Any, *, compact: bool = False) -> str:

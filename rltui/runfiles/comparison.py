@@ -101,21 +101,29 @@ def summarize(run: RunData, metric: str, threshold: float | None, base: dict[str
         steps_to_threshold=(steps_to(steps, values, threshold, lower_is_better(metric))
                             if threshold is not None else None),
         wall_time=float(last.get("wall_time", 0.0) or 0.0),
-        differences=_read_by(run.config.get("algo"), config_differences(base, run.config)) if run.config is not base
-        else (),
+        differences=_read_by(run.config, config_differences(base, run.config)) if run.config is not base else (),
         problems=tuple(run.problems),
         population=population,
     )
 
 
-def _read_by(algo: Any, differences: tuple[str, ...]) -> tuple[str, ...]:
-    """`differences` ("key=value") less those of keys a run of `algo` does not read: beside a
-    run of another algorithm, the keys only that one reads differ without meaning anything."""
+def _read_by(config: dict[str, Any], differences: tuple[str, ...]) -> tuple[str, ...]:
+    """`differences` ("key=value") less those of keys the run of `config` does not read
+    (`reads_key`): beside a run of another algorithm, or on the other action space, those
+    keys differ without meaning anything (and its config.toml leaves them out)."""
+    import types
+
+    from rltui.config.build import reads_key
     from rltui.config.keys import KEYS
 
+    algo, env = config.get("algo"), config.get("env")
+    if not isinstance(algo, str) or not isinstance(env, str):
+        return differences
+    run = types.SimpleNamespace(algo=algo, env=env)
+
     def read(difference: str) -> bool:
-        key = KEYS.get(difference.split("=", 1)[0].split(".", 1)[0])
-        return key is None or not isinstance(algo, str) or key.reads(algo)
+        name = difference.split("=", 1)[0].split(".", 1)[0]
+        return name not in KEYS or reads_key(run, name)
 
     return tuple(filter(read, differences))
 

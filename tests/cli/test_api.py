@@ -322,3 +322,16 @@ def test_a_command_line_run_on_a_built_in_env_resumes_from_python_without_the_en
                                                                                         1e-3)
     assert updates_in(run) == [1, 2, 3, 4]
     assert 'env = "CartPole-v1"' in (run / "config.toml").read_text()
+
+
+def test_a_keyword_the_algorithm_does_not_read_warns_and_config_toml_leaves_it_out(tmp_path):
+    import tomllib
+
+    import rltui
+
+    with pytest.warns(UserWarning, match=r"^clip_eps: algo = reinforce does not read it \(ppo reads it\); no effect"):
+        result = rltui.train(env=Bandit(), algo="reinforce", clip_eps=0.3, **TINY, run_dir=tmp_path / "run",
+                             progress=False)
+    assert result.state == "finished"
+    written = tomllib.loads((tmp_path / "run" / "config.toml").read_text())
+    assert written["algo"] == "reinforce" and "clip_eps" not in written and "baseline" in written

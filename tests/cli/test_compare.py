@@ -137,6 +137,19 @@ def test_compare_across_algorithms_lists_only_the_keys_each_run_reads(tmp_path, 
     assert row.split()[-3:] == ["algo=ppo", "clip_eps=0.1", "lr=0.0003"], row
 
 
+def test_compare_leaves_out_a_key_for_the_other_action_space(tmp_path, capsys):
+    # A continuous env's run holds log_std; a discrete env's config.toml leaves it out, as its
+    # run does not read it.
+    pendulum = make_run(tmp_path / "pendulum", 12, config={"env": "Pendulum-v1", "log_std": "state", "lr": 1e-3})
+    cartpole = make_run(tmp_path / "cartpole", 12, config={"env": "CartPole-v1", "lr": 1e-3})
+    assert main(["compare", str(pendulum), str(cartpole)]) == 0
+    row = capsys.readouterr().out.splitlines()[3]
+    assert row.split()[-1] == "env=CartPole-v1", row
+    assert main(["compare", str(cartpole), str(pendulum)]) == 0
+    row = capsys.readouterr().out.splitlines()[3]
+    assert row.split()[-2:] == ["env=Pendulum-v1", "log_std=state"], row
+
+
 def test_compare_groups_and_plots(runs, capsys):
     a, b, c = runs
     assert main(["compare", str(a), str(b), str(c), "--group-by", "lr", "--plot", "--smooth", "0"]) == 0

@@ -566,3 +566,56 @@ def test_a_refused_launch_says_only_why(monkeypatch, capsys):
     assert main(["launch", "--no-ui", "--set", "total_timesteps=100", "--set", "loggers=[wandb]"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rltui: error: loggers: wandb needs the wandb package") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("algo,kept,left_out", [
+    ("dqn", ("double_q", "tau", "eps_start", "buffer_size", "lr"),
+     ("clip_eps", "num_minibatches", "update_epochs", "q_lambda", "norm_type", "alpha", "gae_lambda", "log_std")),
+    ("ppo", ("clip_eps", "gae_lambda", "log_std", "num_minibatches"), ("tau", "eps_start", "double_q", "q_lambda")),
+    ("sac", ("alpha", "autotune", "tau", "buffer_size"), ("clip_eps", "eps_start", "double_q", "norm_type", "log_std")),
+])
+def test_config_toml_holds_the_keys_its_algorithm_reads_and_reads_back_to_the_same_run(tmp_path, algo, kept, left_out):
+    env = "Pendulum-v1" if algo in ("ppo", "sac") else "CartPole-v1"
+    config = from_set(f"algo={algo}", f"env={env}", "lr=3e-4")
+    written = tomllib.loads(dump_toml(config))
+    assert all(name in written for name in kept), [name for name in kept if name not in written]
+    assert not [name for name in left_out if name in written]
+    path = tmp_path / "config.toml"
+    path.write_text(dump_toml(config), encoding="utf-8")
+    again = build_config(load_toml(path))
+    assert again.algo == algo and again.lr == pytest.approx(3e-4)
+    assert again.static_config() == config.static_config()
+    assert again.dynamic_hparams() == config.dynamic_hparams()
+    # The checkpoint's record of the configuration keeps every key.
+    assert "clip_eps" in config.to_toml_dict() and "tau" in config.to_toml_dict()
+
+
+def test_a_key_the_algorithm_does_not_read_is_said_in_one_line_at_launch(monkeypatch, capsys):
+    import rltui.commands.launch
+    from rltui.cli import main
+
+    monkeypatch.setattr(rltui.commands.launch, "launch",
+                        lambda args, spec=None: rltui.commands.launch.say(
+                            rltui.commands.launch._config_and_resume(args).notices) or 0)
+    assert main(["launch", "--no-ui", "--no-preset", "--set", "algo=dqn", "--set", "clip_eps=0.3",
+                 "--set", "lr=1e-3", "--set", "ent_coef=0"]) == 0
+    assert capsys.readouterr().err == (
+        "rltui: clip_eps, ent_coef: algo = dqn does not read them (ppo, reinforce read them); "
+        "no effect on this run\n")
+    assert main(["launch", "--no-ui", "--no-preset", "--set", "algo=ppo", "--set", "tau=0.5"]) == 0
+    said = capsys.readouterr().err
+    assert said == "rltui: tau: algo = ppo does not read it (dqn, sac read it); no effect on this run\n"
+    assert main(["launch", "--no-ui", "--no-preset", "--set", "algo=dqn", "--set", "tau=0.5"]) == 0
+    assert capsys.readouterr().err == ""
+    # A key for the other action space: PPO reads log_std on Pendulum, not on CartPole.
+    assert main(["launch", "--no-ui", "--no-preset", "--set", "log_std=state", "--set", "log_std_init=-1"]) == 0
+    assert capsys.readouterr().err == ("rltui: log_std, log_std_init: CartPole-v1 has discrete actions, and they are "
+                                       "for continuous ones; no effect on this run\n")
+    assert main(["launch", "--no-ui", "--no-preset", "--set", "env=Pendulum-v1", "--set", "log_std=state"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_a_second_env_object_of_a_class_trains_on_its_own_action_space():
+    # `object:Bandit#2` is the id of the second object of a class registered in one process:
+    # not a built-in env, so its action space is known once it is built, as the first's is.
+    assert build_config({}, {"env": "object:Bandit#2", "algo": "sac"}).env == "object:Bandit#2"
