@@ -41,6 +41,9 @@ class MetricSparkline(Widget):
         self.label = label
         # An episodic metric is NaN whenever no episode finished: not worth flagging.
         self.skip_nonfinite_current = skip_nonfinite_current
+        # The stats' texts, longest first: the first that fits the label is shown, so that a
+        # narrow panel shows fewer digits or the current value alone, never a cut number.
+        self._stats_texts: tuple[str, ...] = ("—",)
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="metric-head"):
@@ -57,13 +60,22 @@ class MetricSparkline(Widget):
             latest = curves.latest_finite(self.metric)
         nonfinite = latest is not None and not math.isfinite(latest)
         extremes = curves.extremes(self.metric)
+        current = fmt_value(latest, 3)
         if extremes is not None:
-            text = f"{fmt_value(latest, 3)} ({fmt_value(extremes.low, 3)}…{fmt_value(extremes.high, 3)})"
+            low, high = extremes.low, extremes.high
+            self._stats_texts = (*(f"{current} ({fmt_value(low, digits)}…{fmt_value(high, digits)})"
+                                   for digits in (3, 2)), current)
         else:
-            text = fmt_value(latest, 3)
-        stats.update(text, layout=False)
+            self._stats_texts = (current,)
+        self._show_stats()
         stats.set_class(nonfinite, "-nonfinite")
         self._draw()
+
+    def _show_stats(self) -> None:
+        stats = self.query_one(".metric-stats", Label)
+        width = stats.content_size.width
+        fits = [text for text in self._stats_texts if not width or len(text) <= width]
+        stats.update(fits[0] if fits else self._stats_texts[-1], layout=False)
 
     def _draw(self) -> None:
         spark = self.query_one(Sparkline)
@@ -75,6 +87,7 @@ class MetricSparkline(Widget):
         spark.data = mean[np.isfinite(mean)].tolist()
 
     def on_resize(self) -> None:
+        self._show_stats()
         if self.query_one(Sparkline).size.width:
             self._draw()
 
