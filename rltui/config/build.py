@@ -105,7 +105,7 @@ def unread_notice(config: Any, given: Iterable[str]) -> str | None:
                 f"{'it is' if len(unread) == 1 else 'they are'} for {KEYS[unread[0]].actions} ones; "
                 "no effect on this run")
     users = sorted({user for name in unread for user in (KEYS[name].algos or ()) if user != algo})
-    verb = "reads" if len(users) == 1 and len(unread) == 1 else "read"
+    verb = "reads" if len(users) == 1 else "read"
     read_by = f" ({', '.join(users)} {verb} {them})" if users else ""
     return f"{', '.join(unread)}: algo = {algo} does not read {them}{read_by}; no effect on this run"
 

@@ -605,6 +605,11 @@ def test_a_key_the_algorithm_does_not_read_is_said_in_one_line_at_launch(monkeyp
     assert main(["launch", "--no-ui", "--no-preset", "--set", "algo=ppo", "--set", "tau=0.5"]) == 0
     said = capsys.readouterr().err
     assert said == "rltui: tau: algo = ppo does not read it (dqn, sac read it); no effect on this run\n"
+    assert main(["launch", "--no-ui", "--no-preset", "--set", "algo=dqn", "--set", "clip_eps=0.3",
+                 "--set", "gae_lambda=0.9"]) == 0
+    said = capsys.readouterr().err
+    assert said == ("rltui: clip_eps, gae_lambda: algo = dqn does not read them (ppo reads them); "
+                    "no effect on this run\n")
     assert main(["launch", "--no-ui", "--no-preset", "--set", "algo=dqn", "--set", "tau=0.5"]) == 0
     assert capsys.readouterr().err == ""
     # A key for the other action space: PPO reads log_std on Pendulum, not on CartPole.
