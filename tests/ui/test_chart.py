@@ -141,3 +141,62 @@ async def test_a_run_that_evaluates_offers_its_evaluation_return(tmp_path):
         assert ("eval_return", "evaluation return (greedy)") in app.screen.metrics
 
     await run(tmp_path, scenario, RunConfig(eval_every_updates=10))
+
+
+def shown_title(chart) -> str:
+    """The border title as the terminal shows it (the title is markup)."""
+    from textual.content import Content
+
+    return Content.from_markup(str(chart.border_title)).plain
+
+
+async def test_the_title_shows_a_log_scale_alone_and_with_smoothing(tmp_path):
+    async def scenario(app, pilot, fake):
+        fake.on_thread(fake.advance, 300)
+        chart = app.dashboard.chart
+        await until(pilot, lambda: chart.y_range is not None)
+        await pilot.press("l")
+        assert shown_title(chart) == "episode return vs env steps [log] (c, m)"
+        await pilot.press("w")
+        assert shown_title(chart) == "episode return vs env steps [smoothed 0.6, log] (c, m)"
+
+    await run(tmp_path, scenario)
+
+
+async def test_a_log_chart_resized_twice_still_draws_its_curve(tmp_path):
+    # plotext takes log10 of the data it holds each time it builds: a build at a new size
+    # without the data set again drew nothing, and the next one raised (log10 of negatives).
+    async def scenario(app, pilot, fake):
+        fake.on_thread(fake.advance, 300)
+        chart = app.dashboard.chart
+        await until(pilot, lambda: chart.y_range is not None)
+        await pilot.press("l")
+        await pilot.pause()
+        assert chart.log_scale and not chart.log_refused
+        for size in ((100, 36), (120, 40), (110, 40)):
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            rows = chart_rows(chart)
+            assert sum(ord(c) in BRAILLE for row in rows for c in row) > 20, size
+
+    await run(tmp_path, scenario)
+
+
+async def test_edits_are_marked_against_wall_time_too(tmp_path):
+    async def scenario(app, pilot, fake):
+        fake.on_thread(fake.advance, 300)
+        chart = app.dashboard.chart
+        await until(pilot, lambda: chart.y_range is not None)
+        step = 150 * fake.steps_per_update
+        chart.add_edit(step)
+        chart.flush()
+        curves = chart.curves
+        assert chart._edit_positions(curves) == [float(step)]
+        await pilot.press("t")
+        (when,) = chart._edit_positions(curves)
+        # Halfway through the run's env steps, halfway through its wall time (0.01 s an update).
+        assert abs(when - 150 * 0.01) < 0.02 and chart.x_range[0] <= when <= chart.x_range[1]
+        marked = [row for row in chart_rows(chart) if "│" in row[8:]]
+        assert marked, "no edit marker drawn against wall time"
+
+    await run(tmp_path, scenario)

@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from textual.markup import escape
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual_plotext import PlotextPlot
@@ -187,7 +188,8 @@ class MetricChart(PlotextPlot):
         return self.metric
 
     def _retitle(self) -> None:
-        self.border_title = f"{self.title} (c, m)"
+        # A border title is markup: a bracketed note such as "[log]" would be read as a tag.
+        self.border_title = escape(f"{self.title} (c, m)")
 
     def watch_metric(self) -> None:
         self._retitle()
@@ -277,18 +279,31 @@ class MetricChart(PlotextPlot):
             # plotext labels env steps as raw floats (3054592.0): round ticks, 1.5M labels,
             # about one per 10 columns (it drops a label that would overlap another).
             plt.xticks(*ticks(*self.x_range, max(2, self.size.width // 10)))
-            if self.x_axis == "steps":
-                edit_colour = self._colour("metric-chart--edit")
-                for step in self.edit_steps:
-                    if self.x_range[0] <= step <= self.x_range[1]:
-                        plt.vertical_line(step, color=edit_colour)
+            edit_colour = self._colour("metric-chart--edit")
+            for x in self._edit_positions(curves):
+                if self.x_range[0] <= x <= self.x_range[1]:
+                    plt.vertical_line(x, color=edit_colour)
         self._retitle()
         self._version += 1
         self.refresh()
 
+    def _edit_positions(self, curves: Curves) -> list[float]:
+        """Where each edit goes on the x axis: its env steps, or against wall time the time
+        at which training reached them (between buckets, in proportion)."""
+        if self.x_axis == "steps" or not self.edit_steps:
+            return [float(step) for step in self.edit_steps]
+        steps, walls = curves.x("steps"), curves.x("time")
+        return np.interp(self.edit_steps, steps, walls, left=np.nan, right=np.nan).tolist()
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         key = (self._version, self.size, self.app.theme)
+        if self._strips_key is not None and self._strips_key[0] == self._version and self._strips_key != key:
+            # Resized (or restyled) since the last build: plotext's build transforms the data
+            # it holds in place (log10 on a log scale), so the data are set again, rebinned
+            # to the new width, before it builds again.
+            self.redraw()
+            key = (self._version, self.size, self.app.theme)
         if self._strips_key != key:
             console = self.app.console
             plot = super().render()  # plotext's build, as rich Text
