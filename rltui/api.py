@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rltui.config.build import RunConfig, build_config, unread_notice
+from rltui.config.build import RunConfig, build_config, no_learning_notice, unread_notice
 from rltui.config.keys import ConfigError
 from rltui.errors import UsageError
 from rltui.runfiles.names import METRICS
@@ -180,9 +180,9 @@ def train(
         config, checkpoint, target = _resume_plan(resume, env, config, run_dir, name, keys)
     else:
         config = make_config(env, **keys) if config is None else _with_keys(config, env, keys)
-    unread = unread_notice(config, keys)
-    if unread is not None:
-        warnings.warn(unread, UserWarning, stacklevel=2)
+    for notice in (unread_notice(config, keys), no_learning_notice(config) if resume is None else None):
+        if notice is not None:
+            warnings.warn(notice, UserWarning, stacklevel=2)
     if ui:
         from rltui.ui import can_show_dashboard
 

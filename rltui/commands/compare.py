@@ -25,6 +25,7 @@ from rltui.formatting import count_ticks, fmt_duration  # plain Python: no Textu
 from rltui.runfiles.comparison import (
     FINAL_WINDOW,
     RunSummary,
+    best_label,
     compared_column,
     group_by,
     grouped_value,
@@ -56,7 +57,7 @@ def render_table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: 
 
 
 def summary_table(summaries: Sequence[RunSummary], metric: str, threshold: float | None) -> str:
-    header = ["run", "env", "algo", "env steps", f"{FINAL} {metric}", f"best {metric}"]
+    header = ["run", "env", "algo", "env steps", f"{FINAL} {metric}", f"{best_label(metric)} {metric}"]
     if threshold is not None:
         header.append(f"steps to {threshold:g}")
     header += ["wall time", "config vs first run"]
@@ -88,7 +89,8 @@ def interval_text(found: Interval) -> str:
 
 def group_table(runs: Sequence[RunData], key: str, metric: str, statistic: str) -> str:
     groups = group_by(runs, key, lambda run: grouped_value(run, key, metric))
-    header = ["group", "runs", f"{FINAL} {metric} ({statistic})", "interval", f"best {metric} ({statistic})"]
+    header = ["group", "runs", f"{FINAL} {metric} ({statistic})", "interval",
+              f"{best_label(metric)} {metric} ({statistic})"]
     rows = []
     for value, members in groups.items():
         finals = [s for s in (summarize(r, metric, None, r.config).final for r in members) if math.isfinite(s)]

@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rltui.assembly import build_session, check_agents_fit, start_control_server
-from rltui.config.build import RunConfig, build_config, check_devices, check_run_name, unread_notice
+from rltui.config.build import (
+    RunConfig,
+    build_config,
+    check_devices,
+    check_run_name,
+    no_learning_notice,
+    unread_notice,
+)
 from rltui.config.keys import KEYS, ConfigError
 from rltui.config.toml_text import load_toml, parse_overrides
 from rltui.errors import LaunchError, UsageError, report, warn
@@ -41,7 +48,7 @@ def _config_and_resume(args) -> LaunchPlan:
             from rltui.config import presets
             preset = presets.applied(config.algo, config.env, given)
         notices = (unread_notice(config, given), _preset_notice(preset) if preset is not None else None,
-                   _rounding_notice(config) if "total_timesteps" in given else None)
+                   _rounding_notice(config) if "total_timesteps" in given else None, no_learning_notice(config))
         return LaunchPlan(config, None, preset, tuple(n for n in notices if n), frozenset(given))
     # The session package is imported where a launch needs it: every command's start loads this module.
     from rltui.session.resume import resumed_config

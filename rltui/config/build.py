@@ -33,12 +33,13 @@ from rltui.config.keys import (
 from rltui.config.sweep import plan_sweep
 from rltui.config.sweep_spec import PERTURBABLE
 from rltui.config.toml_text import show_setting
-from trainers.algorithms import ALGORITHMS, action_problem
+from trainers.algorithms import ALGORITHMS, action_problem, listed
 from trainers.env_import import env_id_with_kwargs
 from trainers.envs import MINATAR, is_builtin
 from trainers.hparams import DynamicHParams, StaticConfig, batch_split_problem
 from trainers.keys import INT32_MAX, STATIC, TRACED, UINT32_MAX, Key, quote, shorten
 from trainers.metrics_spec import METRIC_SPECS
+from trainers.replay_keys import rows_per_env
 
 IMAGE_ENVS = MINATAR  # (10, 10, channels) observations
 
@@ -106,8 +107,23 @@ def unread_notice(config: Any, given: Iterable[str]) -> str | None:
                 "no effect on this run")
     users = sorted({user for name in unread for user in (KEYS[name].algos or ()) if user != algo})
     verb = "reads" if len(users) == 1 else "read"
-    read_by = f" ({', '.join(users)} {verb} {them})" if users else ""
+    read_by = f" ({listed(users)} {verb} {them})" if users else ""
     return f"{', '.join(unread)}: algo = {algo} does not read {them}{read_by}; no effect on this run"
+
+
+def no_learning_notice(config: Any) -> str | None:
+    """One line where a new run of a replay algorithm ends before its buffer holds
+    `learning_starts` transitions (or is full): it would take no gradient step. None
+    otherwise."""
+    if not reads_key(config, "learning_starts"):
+        return None
+    start = min(config.learning_starts, rows_per_env(config) * config.num_envs)
+    trained = config.total_updates * config.steps_per_update
+    if trained >= start:
+        return None
+    return (f"learning_starts: gradient steps start once the replay buffer holds {start:,.0f} transitions, and this "
+            f"run trains {trained:,} env steps: it learns nothing (lower learning_starts, live too, or raise "
+            "total_timesteps)")
 
 
 def _hashable(value: Any) -> Any:

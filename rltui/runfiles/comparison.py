@@ -39,8 +39,19 @@ def lower_is_better(metric: str) -> bool:
     return bool(names) and METRIC_SPECS[names[-1]].higher_is_better is False
 
 
+def best_label(metric: str) -> str:
+    """What `best_of` gives for `metric`, as a column says it: "best" where a declared
+    direction makes one value better (a return, a loss), "max" for a diagnostic (a policy
+    loss, an entropy, an episode's length), where the highest is only the highest."""
+    from trainers.metrics_spec import METRIC_SPECS
+
+    names = [part for part in metric.split("/") if part in METRIC_SPECS]
+    return "max" if names and METRIC_SPECS[names[-1]].higher_is_better is None else "best"
+
+
 def best_of(metric: str, values: Sequence[float]) -> float:
-    """The best of `values`: the lowest of a loss, else the highest; NaN for none."""
+    """The best of `values`: the lowest of a loss, else the highest (`best_label`); NaN for
+    none."""
     if not values:
         return math.nan
     return min(values) if lower_is_better(metric) else max(values)
@@ -101,10 +112,16 @@ def summarize(run: RunData, metric: str, threshold: float | None, base: dict[str
         steps_to_threshold=(steps_to(steps, values, threshold, lower_is_better(metric))
                             if threshold is not None else None),
         wall_time=float(last.get("wall_time", 0.0) or 0.0),
-        differences=_read_by(run.config, config_differences(base, run.config)) if run.config is not base else (),
+        differences=read_differences(base, run.config) if run.config is not base else (),
         problems=tuple(run.problems),
         population=population,
     )
+
+
+def read_differences(base: dict[str, Any], config: dict[str, Any]) -> tuple[str, ...]:
+    """`config_differences` of the keys the run of `config` reads: what `compare` and the runs
+    view list beside a run."""
+    return _read_by(config, config_differences(base, config))
 
 
 def _read_by(config: dict[str, Any], differences: tuple[str, ...]) -> tuple[str, ...]:

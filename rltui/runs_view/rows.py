@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rltui.runfiles.comparison import config_differences, show_value
+from rltui.runfiles.comparison import read_differences, show_value
 from rltui.runfiles.discovery import STATES, RunState
 from rltui.runfiles.loading import LoadedRun
 from rltui.runfiles.reader import member_tag
@@ -82,7 +82,7 @@ def differences(base: dict[str, Any] | None, config: dict[str, Any]) -> str:
         return ""
     if base is config:
         return "(first)"
-    return " ".join(config_differences(base, config)) or "(same)"
+    return " ".join(read_differences(base, config)) or "(same)"
 
 
 SORT_KEYS: dict[str, Callable[[RunRow], Any]] = {

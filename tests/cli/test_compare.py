@@ -128,6 +128,23 @@ def test_compare_of_a_loss_takes_its_lowest_as_best_and_reaches_a_threshold_from
     assert row[6] == f"{5 * STEPS:,}", row
 
 
+def test_compare_of_a_diagnostic_calls_its_highest_the_max(tmp_path, capsys):
+    # A policy loss or an entropy has no better direction: its highest is no run's best.
+    import json
+
+    run = make_run(tmp_path / "ppo", 12)
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    for record in records:
+        record["entropy"] = 1.0 / record["update"]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["compare", str(run), "--metric", "entropy"]) == 0
+    header, _, row = capsys.readouterr().out.splitlines()[:3]
+    assert "max entropy" in header and "best entropy" not in header
+    assert row.split()[5] == "1", row
+    assert main(["compare", str(run), "--metric", "episode_return"]) == 0
+    assert "best episode_return" in capsys.readouterr().out.splitlines()[0]
+
+
 def test_compare_across_algorithms_lists_only_the_keys_each_run_reads(tmp_path, capsys):
     dqn = make_run(tmp_path / "dqn", 12, config={"algo": "dqn", "double_q": True, "eps_end": 0.01, "lr": 1e-3})
     ppo = make_run(tmp_path / "ppo", 12, config={"algo": "ppo", "double_q": False, "eps_end": 0.2, "clip_eps": 0.1})
@@ -316,3 +333,14 @@ def test_config_differences_read_as_set_items():
     other = {"lr": 1e-3, "anneal_lr": False, "hidden_sizes": [32], "sweep": {"lr": "loguniform(1e-5,1e-2)"}}
     assert config_differences(base, other) == (
         "anneal_lr=false", "hidden_sizes=[32]", "sweep.lr=loguniform(1e-5,1e-2)")
+
+
+def test_the_runs_view_lists_the_differences_compare_lists():
+    # A PQN run's config.toml leaves out the replay keys: beside a DQN run they are not
+    # "(unset)", they are keys it does not read.
+    from rltui.runs_view.rows import differences
+
+    dqn = {"algo": "dqn", "env": "CartPole-v1", "lr": 1e-3, "batch_size": 128, "buffer_size": 10_000}
+    pqn = {"algo": "pqn", "env": "CartPole-v1", "lr": 1e-4, "q_lambda": 0.65}
+    assert differences(dqn, pqn) == "algo=pqn lr=0.0001 q_lambda=0.65"
+    assert differences(pqn, dqn) == "algo=dqn batch_size=128 buffer_size=10000 lr=0.001"

@@ -600,11 +600,11 @@ def test_a_key_the_algorithm_does_not_read_is_said_in_one_line_at_launch(monkeyp
     assert main(["launch", "--no-ui", "--no-preset", "--set", "algo=dqn", "--set", "clip_eps=0.3",
                  "--set", "lr=1e-3", "--set", "ent_coef=0"]) == 0
     assert capsys.readouterr().err == (
-        "rltui: clip_eps, ent_coef: algo = dqn does not read them (ppo, reinforce read them); "
+        "rltui: clip_eps, ent_coef: algo = dqn does not read them (ppo and reinforce read them); "
         "no effect on this run\n")
     assert main(["launch", "--no-ui", "--no-preset", "--set", "algo=ppo", "--set", "tau=0.5"]) == 0
     said = capsys.readouterr().err
-    assert said == "rltui: tau: algo = ppo does not read it (dqn, sac read it); no effect on this run\n"
+    assert said == "rltui: tau: algo = ppo does not read it (dqn and sac read it); no effect on this run\n"
     assert main(["launch", "--no-ui", "--no-preset", "--set", "algo=dqn", "--set", "clip_eps=0.3",
                  "--set", "gae_lambda=0.9"]) == 0
     said = capsys.readouterr().err
@@ -624,3 +624,23 @@ def test_a_second_env_object_of_a_class_trains_on_its_own_action_space():
     # `object:Bandit#2` is the id of the second object of a class registered in one process:
     # not a built-in env, so its action space is known once it is built, as the first's is.
     assert build_config({}, {"env": "object:Bandit#2", "algo": "sac"}).env == "object:Bandit#2"
+
+
+@pytest.mark.parametrize("items,said", [
+    (("algo=dqn", "total_timesteps=2000"),
+     "rltui: learning_starts: gradient steps start once the replay buffer holds 10,000 transitions, and this run "
+     "trains 2,000 env steps: it learns nothing (lower learning_starts, live too, or raise total_timesteps)\n"),
+    # A full buffer starts them whatever learning_starts says.
+    (("algo=dqn", "total_timesteps=2000", "buffer_size=1000"), ""),
+    (("algo=dqn", "total_timesteps=20000"), ""),
+    (("algo=ppo", "total_timesteps=2048"), ""),
+])
+def test_a_replay_run_too_short_to_learn_is_said_at_launch(items, said, monkeypatch, capsys):
+    import rltui.commands.launch
+    from rltui.cli import main
+
+    monkeypatch.setattr(rltui.commands.launch, "launch",
+                        lambda args, spec=None: rltui.commands.launch.say(
+                            rltui.commands.launch._config_and_resume(args).notices) or 0)
+    assert main(["launch", "--no-ui", "--no-preset", *(a for item in items for a in ("--set", item))]) == 0
+    assert capsys.readouterr().err == said
