@@ -43,8 +43,14 @@ class HParamError(ValueError):
 QUOTE_LIMIT = 80  # characters of a quoted value in an error message
 
 
+class _Quoter(reprlib.Repr):
+    def repr_bool(self, value: bool, level: int) -> str:
+        # As TOML and --set write it: a user who typed true reads true.
+        return "true" if value else "false"
+
+
 def _quoter() -> reprlib.Repr:
-    r = reprlib.Repr()
+    r = _Quoter()
     # Depth and width bounds keep nested values short before the final cut.
     r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset = 3, 6, 6, 4, 6
     r.maxstring, r.maxlong, r.maxother = QUOTE_LIMIT, QUOTE_LIMIT, QUOTE_LIMIT

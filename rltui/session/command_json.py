@@ -60,7 +60,9 @@ def quote(value: Any, limit: int = QUOTE_CHARS) -> str:
         return "an object"
     if isinstance(value, list):
         return "a list"
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+    if isinstance(value, bool) or value is None:  # as the message spelled it, in JSON
+        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, int) and value.bit_length() > 64:
         return f"an integer of {len(str(abs(value)))} digits"  # parsing allows at most 4300
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -39,6 +39,8 @@ def describe_step(player: Player) -> Text:
             bar = "█" * int(round(Q_BAR * (q - low) / (high - low))) if high > low else ""
             text.append(f"  {i:>2} {_signed(q)} ", style="bold" if i == view.action else "")
             text.append(bar + "\n", style="cyan" if i == view.action else "dim")
+        # The bars rank the actions: a long one beside none can be a small difference.
+        text.append("  bars: Q above the lowest\n", style="dim")
     elif view.probs is not None:
         text.append(f"action  {view.action}\n")
         for i, p in enumerate(view.probs[:12]):

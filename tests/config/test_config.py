@@ -644,3 +644,15 @@ def test_a_replay_run_too_short_to_learn_is_said_at_launch(items, said, monkeypa
                             rltui.commands.launch._config_and_resume(args).notices) or 0)
     assert main(["launch", "--no-ui", "--no-preset", *(a for item in items for a in ("--set", item))]) == 0
     assert capsys.readouterr().err == said
+
+
+@pytest.mark.parametrize("item,message", [
+    ("buffer_size=true", "buffer_size: expected an integer, got true"),
+    ("lr=false", "lr: expected a number > 0, got false"),
+    ("hidden_sizes=[64,true]", "hidden_sizes: expected a list of positive integers up to 2147483647, like [64, 64], "
+                               "got [64, true]"),
+])
+def test_a_switch_given_for_a_number_is_quoted_as_it_was_typed(item, message):
+    with pytest.raises(ConfigError) as excinfo:
+        from_set("algo=dqn", item)
+    assert str(excinfo.value) == message

@@ -200,7 +200,7 @@ HOSTILE = [
     (b'{"type": "command", "command": {"a": 1}}\n', "unknown command an object"),
     (b'{"type": "command", "command": "' + b"p" * 50_000 + b'"}\n', "unknown command 'ppppp"),
     (b'{"type": "command", "command": "set_hparams", "changes": {"' + b"k" * 50_000 + b'": 1}}\n', "not editable"),
-    (b'{"type": "hello", "protocol": true}\n', "protocol version True not supported"),
+    (b'{"type": "hello", "protocol": true}\n', "protocol version true not supported"),
     (b'{"type": "hello", "protocol": ' + b"[" * 500 + b"]" * 500 + b"}\n", "protocol version a list not supported"),
     (b'{"type": ' + b"9" * 5000 + b"}\n", "not JSON"),
 ]

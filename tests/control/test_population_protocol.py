@@ -77,7 +77,7 @@ REFUSED = [
      f'set_hparams: "members": expected {INDEX}, got -1'),
     ({"command": "freeze", "members": {"0": 1}}, 'freeze: "members": expected a list of member indices, got an object'),
     ({"command": "freeze", "members": [-3]}, f'freeze: "members": expected {INDEX}, got -3'),
-    ({"command": "freeze", "members": [True]}, f'freeze: "members": expected {INDEX}, got True'),
+    ({"command": "freeze", "members": [True]}, f'freeze: "members": expected {INDEX}, got true'),
     ({"command": "freeze", "members": [1.0]}, f'freeze: "members": expected {INDEX}, got 1.0'),
     ({"command": "freeze", "members": [4096]}, f'freeze: "members": expected {INDEX}, got 4096'),
     ({"command": "freeze", "members": [[0]]}, f'freeze: "members": expected {INDEX}, got a list'),
@@ -95,7 +95,7 @@ REFUSED = [
     ({"command": "clone", "source": 0, "targets": [1], "factor": "2"},
      "clone: \"factor\": expected a positive finite number, got '2'"),
     ({"command": "clone", "source": 0, "targets": [1], "factor": True},
-     'clone: "factor": expected a positive finite number, got True'),
+     'clone: "factor": expected a positive finite number, got true'),
     ({"command": "clone", "source": 0},
      'clone needs "source" (a member index) and "targets" (a list of member indices)'),
     ({"command": "clone", "targets": [1]},
@@ -212,7 +212,7 @@ MALFORMED = [
     (_broken(lambda t: t["members"][1].update(values=[1e-3, "x"])),
      "population: member 1: ent_coef: expected a finite number, got 'x'"),
     (_broken(lambda t: t["members"][1].update(values=[None, 0.0])),
-     "population: member 1: lr: expected a finite number, got None"),
+     "population: member 1: lr: expected a finite number, got null"),
     (_broken(lambda t: t["members"][0].update(best_return="high")),
      "population: member 0: best_return: expected a finite number, got 'high'"),
     (_broken(lambda t: t["members"][0].update(trend=[1.0] * 33)),
@@ -222,7 +222,7 @@ MALFORMED = [
     (_broken(lambda t: t["members"][3].update(parent=4)),
      "population: member 3: parent: expected an integer from 0 to 3, got 4"),
     (_broken(lambda t: t["members"][3].update(parent=True)),
-     "population: member 3: parent: expected an integer from 0 to 3, got True"),
+     "population: member 3: parent: expected an integer from 0 to 3, got true"),
 ]
 
 

@@ -321,7 +321,7 @@ def test_a_checkpoint_without_any_replay_state_resumes_with_an_empty_buffer_that
 # --- refusals -------------------------------------------------------------------------------
 def test_dqn_refuses_a_gru_a_buffer_smaller_than_a_rollout_or_a_batch_continuous_actions_and_an_uneven_batch():
     assert batch_split_problem(StaticConfig(**{**TINY, "network": "gru"})) == (
-        "network", 'dqn takes mlp or cnn (its Q-network is feed-forward), got "gru"')
+        "network", "dqn takes mlp or cnn (its Q-network is feed-forward), got 'gru'")
     assert batch_split_problem(StaticConfig(**{**TINY, "buffer_size": 7})) == (
         "buffer_size", "must hold at least one rollout (num_envs x num_steps = 8 transitions), got 7")
     assert batch_split_problem(StaticConfig(**{**TINY, "batch_size": 9}), 2) == (

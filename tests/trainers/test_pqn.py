@@ -164,7 +164,7 @@ def test_a_checkpoint_continues_bit_exactly_without_recompiling():
 
 def test_pqn_refuses_a_gru_and_continuous_actions_in_one_line():
     assert batch_split_problem(StaticConfig(**{**TINY, "network": "gru"})) == (
-        "network", 'pqn takes mlp or cnn (its Q-network is feed-forward), got "gru"')
+        "network", "pqn takes mlp or cnn (its Q-network is feed-forward), got 'gru'")
     with pytest.raises(ValueError, match=r"^algo: pqn takes discrete actions; Pendulum-v1 has continuous ones "
                                          r"\(ppo, reinforce and sac take them\)$"):
         make_trainer(StaticConfig(**{**TINY, "env_id": "Pendulum-v1"}))

@@ -258,7 +258,7 @@ def test_the_env_receives_tanh_of_the_action_scaled_to_its_bounds_and_eval_acts_
 # --- refusals -------------------------------------------------------------------------------
 def test_sac_refuses_discrete_actions_a_gru_or_cnn_and_an_uneven_batch():
     assert batch_split_problem(StaticConfig(**{**SHARED, "network": "gru"})) == (
-        "network", 'sac takes mlp (its actor and critics are feed-forward MLPs), got "gru"')
+        "network", "sac takes mlp (its actor and critics are feed-forward MLPs), got 'gru'")
     assert batch_split_problem(StaticConfig(**{**SHARED, "buffer_size": 7})) == (
         "buffer_size", "must hold at least one rollout (num_envs x num_steps = 8 transitions), got 7")
     assert batch_split_problem(StaticConfig(**{**SHARED, "batch_size": 9}), 2) == (

@@ -37,6 +37,7 @@ def test_the_panel_shows_q_values_and_greedy_play_takes_the_largest(algo):
     assert view.value == max(view.probs)  # max_a Q(s, a)
     text = describe_step(player).plain
     assert "Q(s, a)" in text and "max Q" in text and "V(s)" not in text
+    assert "bars: Q above the lowest" in text  # a full bar beside none may be a small difference
     assert f"{view.probs[0]:+.3f}" in text and f"{view.probs[1]:+.3f}" in text
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from trainers.algorithms.action_values import EPSILON_KEYS, EPSILON_METRIC, TD_METRICS, final_epsilon
 from trainers.algorithms.algorithm import Algorithm, BatchProblem
-from trainers.keys import TRACED, Key, Switch
+from trainers.keys import TRACED, Key, Switch, quote
 from trainers.replay_keys import REPLAY_KEYS, REPLAY_METRICS, replay_batch_problem
 
 
@@ -18,7 +18,7 @@ def batch_problem(config: Any, num_devices: int) -> BatchProblem:
     """The Q-network is feed-forward (a GRU is refused); each device samples an equal share
     of `batch_size`; the buffer holds at least one rollout of every env."""
     if config.network == "gru":
-        return "network", "dqn takes mlp or cnn (its Q-network is feed-forward), got \"gru\""
+        return "network", f"dqn takes mlp or cnn (its Q-network is feed-forward), got {quote(config.network)}"
     return replay_batch_problem(config, num_devices)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from trainers.algorithms.action_values import EPSILON_KEYS, EPSILON_METRIC, FRACTION, TD_METRICS, final_epsilon
 from trainers.algorithms.algorithm import Algorithm, BatchProblem
-from trainers.keys import STATIC, TRACED, Choice, Key
+from trainers.keys import STATIC, TRACED, Choice, Key, quote
 
 NORMS = ("layer_norm", "none")
 
@@ -23,7 +23,7 @@ def batch_problem(config: Any, num_devices: int) -> BatchProblem:
     """Minibatches are sets of time steps, so `num_minibatches` divides `num_steps`. The
     Q-network is feed-forward: a GRU is refused here, before anything starts."""
     if config.network == "gru":
-        return "network", "pqn takes mlp or cnn (its Q-network is feed-forward), got \"gru\""
+        return "network", f"pqn takes mlp or cnn (its Q-network is feed-forward), got {quote(config.network)}"
     if config.num_steps % config.num_minibatches:
         return "num_minibatches", f"must divide num_steps ({config.num_steps}), got {config.num_minibatches}"
     return None

@@ -11,7 +11,7 @@ from typing import Any
 
 from trainers.algorithms.action_values import TD_METRICS
 from trainers.algorithms.algorithm import Algorithm, BatchProblem
-from trainers.keys import TRACED, Key, Number, Switch
+from trainers.keys import TRACED, Key, Number, Switch, quote
 from trainers.metric import MetricSpec
 from trainers.replay_keys import REPLAY_KEYS, REPLAY_METRICS, replay_batch_problem
 
@@ -20,7 +20,7 @@ def batch_problem(config: Any, num_devices: int) -> BatchProblem:
     """The actor and critics are MLPs (a GRU or a CNN is refused); each device samples an
     equal share of `batch_size`; the buffer holds at least one rollout of every env."""
     if config.network != "mlp":
-        return "network", f"sac takes mlp (its actor and critics are feed-forward MLPs), got \"{config.network}\""
+        return "network", f"sac takes mlp (its actor and critics are feed-forward MLPs), got {quote(config.network)}"
     return replay_batch_problem(config, num_devices)
 
 
