@@ -7,7 +7,7 @@ from __future__ import annotations
 from test_ui import run_scenario, until
 
 from rltui.config.build import RunConfig
-from rltui.ui.widgets.hparams import annealed
+from rltui.ui.widgets.hparams import annealed, learned_instead
 
 from fakes import FakeSession
 
@@ -39,3 +39,18 @@ async def test_the_configured_and_the_annealed_lr_are_labelled_as_such(tmp_path)
 def test_without_annealing_the_configured_lr_is_the_rate_in_use():
     assert not annealed("lr", {"anneal_lr": 0.0, "lr": 2.5e-4})
     assert annealed("lr", {"anneal_lr": 1.0}) and not annealed("gamma", {"anneal_lr": 1.0})
+
+
+async def test_sacs_alpha_is_marked_as_learned_while_autotune_is_on(tmp_path):
+    fake = FakeSession()  # autotune on, as by default
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 4)
+        await until(pilot, lambda: app.latest is not None and app.latest.update == 4)
+        await pilot.pause()
+        panel = str(app.dashboard.hparams_panel.query_one("#hp-dynamic").content)
+        assert line_of(panel, "alpha").split()[1:] == ["0.2", "(autotune:", "learned)"]
+        assert line_of(panel, "autotune").split()[1:] == ["true"]
+
+    await run_scenario(fake, tmp_path, scenario, size=(120, 40), config=RunConfig(algo="sac", env="Pendulum-v1"))
+    assert not learned_instead("alpha", {"autotune": 0.0, "alpha": 0.2})

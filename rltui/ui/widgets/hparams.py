@@ -32,6 +32,12 @@ def annealed(name: str, values: Mapping[str, float]) -> bool:
     return name == "lr" and values.get("anneal_lr", 0.0) > 0
 
 
+def learned_instead(name: str, values: Mapping[str, float]) -> bool:
+    """Whether `name`'s configured value is set aside while training learns the quantity:
+    SAC's alpha with autotune on, whose learned value the metrics panel shows as α."""
+    return name == "alpha" and values.get("autotune", 0.0) > 0
+
+
 class HParamsPanel(VerticalScroll):
     # Compared by content: every snapshot carries the values, they rarely change.
     values: reactive[Mapping[str, float]] = reactive(dict)
@@ -88,6 +94,8 @@ class HParamsPanel(VerticalScroll):
             value = "per member" if name in self.per_member else fmt_hparam(name, self.values.get(name))
             if annealed(name, self.values) and name not in self.per_member:
                 value += " (start)"  # the rate in use is the metrics' "lr now"
+            if learned_instead(name, self.values):
+                value += " (autotune: learned)"  # the temperature in use is the metrics' α
             line = f"{name:<{width}} {value}"
             if name in self.pending and self.pending[name] != self.values.get(name):
                 line += f" → {fmt_hparam(name, self.pending[name])} (next chunk)"
