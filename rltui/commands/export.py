@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rltui.errors import ExitCode, UsageError, warn
-from rltui.runfiles.names import CONFIG
+from rltui.runfiles.names import CHECKPOINTS, CONFIG
 from rltui.runfiles.reader import MEMBERS, RunData, open_run
 
 
@@ -75,9 +75,18 @@ def cmd_export(args) -> int:
         raise UsageError("export: say what to write: --tensorboard [DIR], --csv FILE, --policy FILE and/or --onnx FILE")
     if args.agent is not None and args.policy is None and args.onnx is None:
         raise UsageError("--agent: goes with --policy or --onnx (it picks the agent whose policy they write)")
+    converts = [flag for flag, value in (("--tensorboard", args.tensorboard), ("--csv", args.csv)) if value is not None]
+    given = Path(args.run_dir)
+    if converts and given.is_file():
+        # A checkpoint holds no metrics: they are the run directory's. Checked before any
+        # --policy or --onnx is written, so that nothing is half done.
+        run_dir = given.parent.parent if given.parent.name == CHECKPOINTS else None
+        hint = f"; its run directory is {run_dir}" if run_dir is not None else ""
+        raise UsageError(f"{' and '.join(converts)}: convert a run directory's metrics, got the file {given}{hint} "
+                         "(a checkpoint file goes with --policy and --onnx)")
     if args.policy is not None or args.onnx is not None:
         export_policy(args)
-    if args.tensorboard is None and args.csv is None:
+    if not converts:
         return ExitCode.OK
     run = open_run(Path(args.run_dir))
     # Neither writes over what is there, and both are checked before either writes.

@@ -189,6 +189,19 @@ def test_not_a_run_is_one_line_and_exit_2(tmp_path, capsys, make, message):
     assert len(err) == 1 and err[0].startswith("rltui: error: RUN_DIR:") and message in err[0]
 
 
+def test_converting_a_checkpoint_file_names_its_run_directory_and_writes_nothing(tmp_path, capsys):
+    run = make_run(tmp_path / "run", 2)
+    (run / "checkpoints").mkdir()
+    checkpoint = run / "checkpoints" / "checkpoint-000000002.msgpack"
+    checkpoint.write_bytes(b"not read")
+    assert main(["export", str(checkpoint), "--csv", str(tmp_path / "out.csv"),
+                 "--policy", str(tmp_path / "out.policy")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"rltui: error: --csv: convert a run directory's metrics, got the file {checkpoint}; its run "
+                   f"directory is {run} (a checkpoint file goes with --policy and --onnx)"]
+    assert not (tmp_path / "out.csv").exists() and not (tmp_path / "out.policy").exists()
+
+
 def test_export_needs_a_format(tmp_path, capsys):
     run = make_run(tmp_path / "run", 2)
     assert main(["export", str(run)]) == 2
