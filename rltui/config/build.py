@@ -100,15 +100,19 @@ def unread_notice(config: Any, given: Iterable[str]) -> str | None:
     unread = [name for name in given if name in KEYS and not reads_key(config, name)]
     if not unread:
         return None
-    algo, them = config.algo, "it" if len(unread) == 1 else "them"
-    if all(KEYS[name].reads(algo) for name in unread):  # read for the other action space only
-        return (f"{', '.join(unread)}: {config.env} has {known_actions(config)} actions, and "
-                f"{'it is' if len(unread) == 1 else 'they are'} for {KEYS[unread[0]].actions} ones; "
-                "no effect on this run")
-    users = sorted({user for name in unread for user in (KEYS[name].algos or ()) if user != algo})
-    verb = "reads" if len(users) == 1 else "read"
-    read_by = f" ({listed(users)} {verb} {them})" if users else ""
-    return f"{', '.join(unread)}: algo = {algo} does not read {them}{read_by}; no effect on this run"
+    algo = config.algo
+    others = [name for name in unread if not KEYS[name].reads(algo)]  # another algorithm's keys
+    spaces = [name for name in unread if KEYS[name].reads(algo)]  # keys for the other action space
+    said = []
+    if others:
+        them = "it" if len(others) == 1 else "them"
+        users = sorted({user for name in others for user in (KEYS[name].algos or ()) if user != algo})
+        read_by = f" ({listed(users)} {'reads' if len(users) == 1 else 'read'} {them})" if users else ""
+        said.append(f"{', '.join(others)}: algo = {algo} does not read {them}{read_by}")
+    if spaces:
+        said.append(f"{', '.join(spaces)}: {config.env} has {known_actions(config)} actions, and "
+                    f"{'it is' if len(spaces) == 1 else 'they are'} for {KEYS[spaces[0]].actions} ones")
+    return "; ".join(said) + "; no effect on this run"
 
 
 def no_learning_notice(config: Any) -> str | None:

@@ -618,6 +618,11 @@ def test_a_key_the_algorithm_does_not_read_is_said_in_one_line_at_launch(monkeyp
                                        "for continuous ones; no effect on this run\n")
     assert main(["launch", "--no-ui", "--no-preset", "--set", "env=Pendulum-v1", "--set", "log_std=state"]) == 0
     assert capsys.readouterr().err == ""
+    # Both at once: each said for what it is.
+    assert main(["launch", "--no-ui", "--no-preset", "--set", "log_std=state", "--set", "tau=0.5"]) == 0
+    assert capsys.readouterr().err == ("rltui: tau: algo = ppo does not read it (dqn and sac read it); log_std: "
+                                       "CartPole-v1 has discrete actions, and it is for continuous ones; no effect on "
+                                       "this run\n")
 
 
 def test_a_second_env_object_of_a_class_trains_on_its_own_action_space():
