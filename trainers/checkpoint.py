@@ -28,8 +28,8 @@ import numpy as np
 from flax import serialization
 
 from trainers import file_table, json_text, replay_rows
-from trainers.hparams import quote, shorten
 from trainers.keys import ACTION_KINDS
+from trainers.quoting import quote, shorten
 from trainers.types import TrainState
 
 FORMAT = "rltui-checkpoint"

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgpack
 
-from trainers.hparams import quote
+from trainers.quoting import quote
 
 
 def open_table(data: bytes, *, file_format: str, newest_version: int, noun: str, error: type[Exception],

@@ -19,7 +19,6 @@ from trainers.env_import import is_import_path, is_object_id
 from trainers.envs import SUPPORTED_ENVS
 from trainers.keys import (
     INT32_MAX,
-    QUOTE_LIMIT,
     STATIC,
     TRACED,
     Choice,
@@ -31,12 +30,10 @@ from trainers.keys import (
     Switch,
     TrainerSwitch,
     Widths,
-    closest,
-    quote,
-    shorten,
     static_config_type,
     traced_fields_type,
 )
+from trainers.quoting import QUOTE_LIMIT, closest, quote, shorten
 
 __all__ = [
     "ACTIVATIONS", "ALGO_HPARAMS", "EDITABLE_HPARAMS", "LIVE_HPARAMS", "LOG_STD_MODES", "NETWORKS",

@@ -24,7 +24,7 @@ from rltui.errors import LaunchError, UsageError, report, warn
 from rltui.runfiles.checkpoints import VerifiedCheckpoint, load_verified_checkpoint
 from rltui.runfiles.names import CHECKPOINTS
 from rltui.ui import can_show_dashboard
-from trainers.keys import quote
+from trainers.quoting import quote
 
 
 class LaunchPlan(NamedTuple):

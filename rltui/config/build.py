@@ -37,8 +37,9 @@ from trainers.algorithms import ALGORITHMS, action_problem, listed
 from trainers.env_import import env_id_with_kwargs
 from trainers.envs import MINATAR, is_builtin
 from trainers.hparams import DynamicHParams, StaticConfig, batch_split_problem
-from trainers.keys import INT32_MAX, STATIC, TRACED, UINT32_MAX, Key, quote, shorten
+from trainers.keys import INT32_MAX, STATIC, TRACED, UINT32_MAX, Key
 from trainers.metrics_spec import METRIC_SPECS
+from trainers.quoting import quote, shorten
 from trainers.replay_keys import rows_per_env
 
 IMAGE_ENVS = MINATAR  # (10, 10, channels) observations

@@ -21,7 +21,6 @@ from trainers.hparams import TRAINER_KEYS
 from trainers.keys import (
     INT32_MAX,
     INT64_MAX,
-    QUOTE_LIMIT,
     RUN,
     UINT32_MAX,
     Choice,
@@ -31,10 +30,9 @@ from trainers.keys import (
     Names,
     Number,
     Table,
-    closest,
-    quote,
 )
 from trainers.metrics_spec import METRIC_SPECS, RANKING_METRICS
+from trainers.quoting import QUOTE_LIMIT, closest, quote
 
 
 class ConfigError(UsageError):

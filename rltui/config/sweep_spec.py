@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from trainers.hparams import TRAINER_KEYS, validate_hparam
-from trainers.keys import QUOTE_LIMIT, RUN, STATIC, TRACED, HParamError, Key, Rule, Switch, closest, quote
+from trainers.keys import RUN, STATIC, TRACED, HParamError, Key, Rule, Switch
+from trainers.quoting import QUOTE_LIMIT, closest, quote
 
 # Agents (members x num_seeds) one run trains at most: beyond this the population is a typo
 # or a job for several runs, and even tiny networks need gigabytes per thousand agents.

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rltui.config.keys import ConfigError, TableEntries, coerce_value, known_key
-from trainers.keys import quote
+from trainers.quoting import quote
 
 
 def parse_set_value(text: str) -> Any:

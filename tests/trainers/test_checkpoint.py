@@ -200,7 +200,7 @@ def test_crafted_metadata_is_refused_in_one_line(trained, metadata_text, message
     "version,message",
     [
         ("1", "checkpoint is damaged: its format version is '1', not a whole number"),
-        (True, "checkpoint is damaged: its format version is True, not a whole number"),
+        (True, "checkpoint is damaged: its format version is true, not a whole number"),
         (1.0, "checkpoint is damaged: its format version is 1.0, not a whole number"),
         (0, "checkpoint is damaged: format version 0 does not exist (versions start at 1)"),
         (4, "checkpoint format version 4 is newer than this rltui understands (3); upgrade rltui"),

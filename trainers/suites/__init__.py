@@ -62,8 +62,7 @@ def load(env_id: str) -> EnvSource:
     adapter = _adapter(suite)
     names = adapter.env_names()
     if name not in names:
-        from trainers.keys import closest
-
+        from trainers.quoting import closest
         close = closest(name, names, cutoff=0.5)
         hint = f"did you mean {suite.name}:{close}? " if close else ""
         raise EnvImportError(f"env: {suite.name} has no env {name!r}; {hint}run `rltui envs` for the list")

@@ -10,7 +10,8 @@ from typing import Any
 
 from trainers.algorithms.action_values import EPSILON_KEYS, EPSILON_METRIC, FRACTION, TD_METRICS, final_epsilon
 from trainers.algorithms.algorithm import Algorithm, BatchProblem
-from trainers.keys import STATIC, TRACED, Choice, Key, quote
+from trainers.keys import STATIC, TRACED, Choice, Key
+from trainers.quoting import quote
 
 NORMS = ("layer_norm", "none")
 
