@@ -143,6 +143,14 @@ async def test_a_run_that_evaluates_offers_its_evaluation_return(tmp_path):
     await run(tmp_path, scenario, RunConfig(eval_every_updates=10))
 
 
+async def drawn_chart(app, pilot, fake, updates: int = 300):
+    """The dashboard's chart once it has drawn `updates` updates of the fake session."""
+    fake.on_thread(fake.advance, updates)
+    chart = app.dashboard.chart
+    await until(pilot, lambda: chart.y_range is not None)
+    return chart
+
+
 def shown_title(chart) -> str:
     """The border title as the terminal shows it (the title is markup)."""
     from textual.content import Content
@@ -152,9 +160,7 @@ def shown_title(chart) -> str:
 
 async def test_the_title_shows_a_log_scale_alone_and_with_smoothing(tmp_path):
     async def scenario(app, pilot, fake):
-        fake.on_thread(fake.advance, 300)
-        chart = app.dashboard.chart
-        await until(pilot, lambda: chart.y_range is not None)
+        chart = await drawn_chart(app, pilot, fake)
         await pilot.press("l")
         assert shown_title(chart) == "episode return vs env steps [log] (c, m)"
         await pilot.press("w")
@@ -167,9 +173,7 @@ async def test_a_log_chart_resized_twice_still_draws_its_curve(tmp_path):
     # plotext takes log10 of the data it holds each time it builds: a build at a new size
     # without the data set again drew nothing, and the next one raised (log10 of negatives).
     async def scenario(app, pilot, fake):
-        fake.on_thread(fake.advance, 300)
-        chart = app.dashboard.chart
-        await until(pilot, lambda: chart.y_range is not None)
+        chart = await drawn_chart(app, pilot, fake)
         await pilot.press("l")
         await pilot.pause()
         assert chart.log_scale and not chart.log_refused
@@ -184,9 +188,7 @@ async def test_a_log_chart_resized_twice_still_draws_its_curve(tmp_path):
 
 async def test_edits_are_marked_against_wall_time_too(tmp_path):
     async def scenario(app, pilot, fake):
-        fake.on_thread(fake.advance, 300)
-        chart = app.dashboard.chart
-        await until(pilot, lambda: chart.y_range is not None)
+        chart = await drawn_chart(app, pilot, fake)
         step = 150 * fake.steps_per_update
         chart.add_edit(step)
         chart.flush()
