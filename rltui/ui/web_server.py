@@ -19,12 +19,15 @@ import sys
 from urllib.parse import quote, urlsplit
 
 import aiohttp_jinja2
+import jinja2
 from aiohttp import web
 from textual_serve.server import Server
 
 ANY_ADDRESS = ("0.0.0.0", "::", "")
 TOKEN_PARAMETER = "token"
 TOKEN_IN_URL = re.compile(rf"([?&]{TOKEN_PARAMETER}=)[^&\s]*")
+# A stylesheet the page would fetch from another site (textual-serve's asks Google for a web font).
+OUTSIDE_LINK = re.compile(r"<link\b[^>]*\bhref=\"https?://[^\"]*\"[^>]*>", re.IGNORECASE)
 REFUSED_PAGE = ("403: this dashboard needs its token. Open the address `rltui serve` printed when it started "
                 "(it ends in ?token=...).")
 
@@ -56,6 +59,16 @@ def same_token(given: str | None, token: str) -> bool:
 def origin_of(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+class LocalOnlyTemplates(jinja2.FileSystemLoader):
+    """textual-serve's page templates less their stylesheets from other sites: a dashboard
+    behind its owner's token tells no one else that it was opened, and looks the same
+    offline (the terminal's font falls back to the browser's monospace)."""
+
+    def get_source(self, environment: jinja2.Environment, template: str):
+        source, filename, uptodate = super().get_source(environment, template)
+        return OUTSIDE_LINK.sub("", source), filename, uptodate
 
 
 def hide_token(record: logging.LogRecord) -> bool:
@@ -98,6 +111,7 @@ class DashboardServer(Server):
 
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
+        aiohttp_jinja2.setup(app, loader=LocalOnlyTemplates(self.templates_path))
         app.middlewares.append(self.require_token)
         return app
 

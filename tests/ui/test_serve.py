@@ -94,6 +94,9 @@ def test_a_page_points_at_the_address_its_browser_used(tmp_path):
         assert f"127.0.0.1:{port}" not in page
         local = fetch(port)
         assert f'data-session-websocket-url="ws://127.0.0.1:{port}/ws"' in local
+        # Nothing from another site: the page tells no one else it was opened.
+        assert not re.search(r"""(?:href|src)=["']https?://(?!127\.0\.0\.1)""", local), local
+        assert "xterm.css" in local and "textual.js" in local
     (out,) = output
     assert f"open http://127.0.0.1:{port}/?token={TOKEN} (Ctrl+C stops)" in out
     assert "GET /" not in out and "Python-urllib" not in out, out  # no line per request
