@@ -60,7 +60,7 @@ class CheckpointError(ValueError):
 
 def too_large_message(size: int) -> str:
     return (f"the training state is {size / 2**30:.1f} GiB, more than the {MAX_BYTES / 2**30:.4g} GiB a checkpoint "
-            "holds; lower sweep_size, num_seeds, num_envs or hidden_sizes")
+            "holds; lower the sweep's size, num_seeds, num_envs or hidden_sizes")
 
 
 # Stored once, identical on every device: these fields, and scalar leaves (replay counters).

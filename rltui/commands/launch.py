@@ -120,7 +120,6 @@ def launch(args, spec=None) -> int:
         target = resume_target(args, resume.path) if resume is not None and writer else None
     except (ConfigError, LaunchError) as err:
         return _error(str(err))
-    say(notices)
 
     headless = args.no_ui
     if not headless and not can_show_dashboard():
@@ -169,6 +168,7 @@ def launch(args, spec=None) -> int:
             sys.stderr.flush()
             os._exit(code)
         return code
+    say(notices)  # once every check has passed: a refused launch says only why
     if spec is not None and not spec.writer:
         return _run_peer(config, devices, spec)
 

@@ -43,6 +43,9 @@ from typing import Any, NamedTuple
 from rltui.errors import UsageError
 from trainers.algorithms import algorithm
 
+# What lowers a population's member count, grid or sampled (`sweep_size` counts only a
+# sampled sweep's; a grid has one member per combination of its values).
+SWEEP_SIZE = "the sweep's size"
 FLOAT = 4  # bytes: everything the trainer keeps is float32 (or int32/uint32 of the same size)
 SAFETY = 2.0
 CHECKPOINT_COPIES = 3
@@ -205,7 +208,7 @@ def check_population_fits(
         if free is not None and need > free:
             cause, keys = _largest_part(static, footprint, count)
             noun = "this run" if agents == 1 else f"population of {agents:,} agents"
-            keys = [*(["sweep_size"] if static.num_members > 1 else []),
+            keys = [*([SWEEP_SIZE] if static.num_members > 1 else []),
                     *(["num_seeds"] if static.num_seeds > 1 else []), *keys]
             # On the CPU a checkpoint of the buffer is copied in memory while it is saved.
             copies = where == "cpu" and footprint.replay and getattr(static, "replay_in_checkpoint", False)
@@ -236,7 +239,7 @@ def check_checkpoint_fits(static: Any, spec: Any) -> None:
 
     size = checkpoint_bytes(static, spec)
     if size > MAX_BYTES:
-        keys = [*(["sweep_size"] if static.num_members > 1 else []), *(["num_seeds"] if static.num_seeds > 1 else []),
+        keys = [*([SWEEP_SIZE] if static.num_members > 1 else []), *(["num_seeds"] if static.num_seeds > 1 else []),
                 "num_envs", "hidden_sizes"]
         raise UsageError(f"this run's checkpoints would be about {_gib(size)} GiB, more than the "
                          f"{_gib(MAX_BYTES)} GiB rltui writes and reads back; lower {_either(keys)}")

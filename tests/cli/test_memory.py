@@ -57,6 +57,15 @@ def test_a_network_too_large_for_memory_is_refused_before_a_run_directory_exists
     assert not (tmp_path / "run").exists() and not (tmp_path / "runs").exists()
 
 
+def test_a_replay_buffer_too_large_is_refused_in_one_line_before_any_notice(tmp_path):
+    # DQN on CartPole has a preset, whose notice would otherwise come before the refusal.
+    result = rltui(["launch", "--no-ui", "--set", "algo=dqn", "--set", "buffer_size=2000000000", "--run-dir",
+                    str(tmp_path / "run")], tmp_path, timeout=120)
+    line = one_line(result)
+    assert "(mostly the replay buffer of buffer_size 2,000,000,000); lower buffer_size" in line, line
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_checkpoint_naming_a_huge_network_is_refused_by_resume_eval_and_watch(tmp_path):
     # The state in the file is small: only its config names the huge network.
     path = write_checkpoint(tmp_path / "run" / "checkpoints" / "checkpoint-000000001.msgpack", SMALL,

@@ -297,7 +297,7 @@ def test_population_too_large_for_memory_is_refused(workdir):
     message = str(caught.value)
     assert message.startswith("population of 256 agents needs about ")
     assert message.endswith(" GiB free on cpu (mostly the activations of hidden_sizes [64, 64] over 128 rows at "
-                            "once); lower sweep_size, num_seeds, num_envs, num_steps or hidden_sizes"), message
+                            "once); lower the sweep's size, num_seeds, num_envs, num_steps or hidden_sizes"), message
     assert "\n" not in message
     assert caught.value.exit_code == 2
     # an accelerator is compared with its own free memory (bytes_limit - bytes_in_use by default)

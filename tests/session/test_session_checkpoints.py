@@ -463,6 +463,6 @@ def test_a_state_too_large_to_checkpoint_is_a_warning_and_training_goes_on(tmp_p
     warnings = [e.message for e in events.events if e.kind == "warning"]
     assert len(warnings) == 1 and re.fullmatch(
         r"checkpoint of update \d+ failed \(the training state is 5.0 GiB, more than the 4 GiB a checkpoint holds; "
-        r"lower sweep_size, num_seeds, num_envs or hidden_sizes\); the latest checkpoint on disk is "
+        r"lower the sweep's size, num_seeds, num_envs or hidden_sizes\); the latest checkpoint on disk is "
         r"checkpoint-\d{9}\.msgpack \(update \d+\)", warnings[0]), warnings
     assert store.latest().name == "checkpoint-000000012.msgpack"

@@ -308,7 +308,7 @@ def test_every_checkpoint_rltui_writes_it_reads_back_and_a_larger_one_is_refused
     assert read_checkpoint(path) == data
     monkeypatch.setattr(checkpoint, "MAX_BYTES", len(data) - 1)
     with pytest.raises(CheckpointError, match=r"^the training state is [\d.]+ GiB, more than the [\d.e-]+ GiB a "
-                                              r"checkpoint holds; lower sweep_size, num_seeds, num_envs or "
+                                              r"checkpoint holds; lower the sweep's size, num_seeds, num_envs or "
                                               r"hidden_sizes$"):
         checkpoint.encode(portable, {"update": 3})
     monkeypatch.setattr(checkpoint, "MAX_BYTES", 64)  # refused from the arrays' size, before serializing
