@@ -257,11 +257,14 @@ class TrainingSession:
             failure = self._checkpoints.failure
             failed = {"checkpoint_failed": failure.reason} if failure else {}
             if self.stopped_early:
-                reporter.event("finished", f"stopped at update {progress.updates_done}", **failed)
+                ending = f"stopped at update {progress.updates_done}"
             else:
-                reporter.event("finished", f"finished {progress.updates_done} updates", **failed)
+                ending = f"finished {progress.updates_done} updates"
+            reporter.event("finished", ending, **failed)
             self.wound_up = True
-            reporter.set_state(SessionState.FINISHED)
+            # The state carries how it ended, so that a client (serve, attach) tells a stop
+            # from a finish as the run's events do.
+            reporter.set_state(SessionState.FINISHED, ending)
         except BaseException as exc:  # noqa: BLE001 - any failure, even SystemExit, becomes the ERROR state
             self._fail(exc)
 

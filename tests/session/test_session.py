@@ -472,6 +472,8 @@ def test_stop_while_running_ends_early(cleanup):
     assert rec.state_seq[-2:] == [S.STOPPING, S.FINISHED]
     assert rec.wait_event("stopping").update == 2
     assert "stopped at update 2" in rec.events[-1].message
+    # The final state says how the run ended too: a client (serve) tells a stop from a finish.
+    assert rec.states[-1] == (S.FINISHED, "stopped at update 2")
 
 
 def test_stop_while_paused_ends(cleanup):
