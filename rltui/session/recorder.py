@@ -46,13 +46,15 @@ def _write_atomic(path: Path, text: str) -> None:
         raise _file_error(err, path) from None
 
 
-def truncate_metrics(run_dir: Path, last_update: int) -> None:
+def truncate_metrics(run_dir: Path, last_update: int) -> int:
     """Keep metrics.jsonl's records up to `last_update`, where a resumed or rolled-back run
     goes on from, so the file stays one agent's history with updates in order. The records
     after it (written before a crash, or the updates a rollback undid) move to
-    metrics.discarded.jsonl rather than being lost. Each file is replaced whole, so a full
-    disk leaves both as they were; raises RunFileError naming the file."""
-    _set_aside(Path(run_dir) / METRICS, METRICS_DISCARDED, lambda record: _number(record, "update", last_update))
+    metrics.discarded.jsonl rather than being lost; returns how many moved. Each file is
+    replaced whole, so a full disk leaves both as they were; raises RunFileError naming the
+    file."""
+    return _set_aside(Path(run_dir) / METRICS, METRICS_DISCARDED,
+                      lambda record: _number(record, "update", last_update))
 
 
 def truncate_population(run_dir: Path, seq: int | None, last_update: int) -> None:
@@ -75,11 +77,12 @@ def _number(record, key: str, limit: float) -> bool:
     return is_count(value) and value <= limit
 
 
-def _set_aside(path: Path, aside_name: str, in_history) -> None:
+def _set_aside(path: Path, aside_name: str, in_history) -> int:
     """Keep the lines of the JSONL file `path` whose record is `in_history`, moving the others
-    to `aside_name` beside it (appended); lines that cannot be read are dropped."""
+    to `aside_name` beside it (appended); lines that cannot be read are dropped. Returns how
+    many records moved."""
     if not path.exists():
-        return
+        return 0
     kept, discarded, lines, size = [], [], 0, 0
     try:
         for line in read_lines(path):
@@ -96,7 +99,7 @@ def _set_aside(path: Path, aside_name: str, in_history) -> None:
     except OSError as err:
         raise _file_error(err, path) from None
     if whole:
-        return  # nothing to move: no write, which a full disk could refuse
+        return 0  # nothing to move: no write, which a full disk could refuse
     if discarded:
         aside = path.with_name(aside_name)
         try:
@@ -107,6 +110,7 @@ def _set_aside(path: Path, aside_name: str, in_history) -> None:
         # Before `path`: a failure between the two keeps every record somewhere.
         _write_atomic(aside, before + "".join(discarded))
     _write_atomic(path, "".join(kept))
+    return len(discarded)
 
 
 def record_abort(run_dir: Path, event: SessionEvent) -> None:

@@ -124,6 +124,7 @@ class PreparedResume(NamedTuple):
     run_dir: Path  # where the resumed run writes, ready
     branched: Any  # the "branched" event to record, or None
     changes: ResumeChanges
+    set_aside: int = 0  # metrics records after the checkpoint, moved to metrics.discarded.jsonl
 
     def notices(self, metadata: dict) -> list[str]:
         """What the resume does that the user may not expect, one line each: a population's
@@ -148,6 +149,10 @@ class PreparedResume(NamedTuple):
         now = {**(before.as_floats() if before is not None else {}), **self.changes.live}
         schedules = (notice(metadata, now, self.changes.update, members=bool(members))
                      for notice in (schedule_notice, epsilon_notice))
+        if self.set_aside and self.branched is None:  # a branch says so in its own event
+            noun = "record" if self.set_aside == 1 else "records"
+            lines.append(f"{self.set_aside:,} metrics {noun} after the checkpoint's update {self.changes.update:,} "
+                         f"(written before the run stopped) moved to {METRICS_DISCARDED}")
         return [*lines, *(line for line in schedules if line)]
 
 
@@ -173,12 +178,12 @@ def prepare_resume(config: RunConfig, resume: VerifiedCheckpoint, target: Resume
         if config_text_differs(run_dir, config):  # a changed key, or live edits the config now holds
             keep_original_config(run_dir)
             write_config(run_dir, config)
-    truncate_metrics(run_dir, int(resume.metadata["update"]))
+    set_aside = truncate_metrics(run_dir, int(resume.metadata["update"]))
     population = resume.metadata.get("population")
     changes_seen = population.get("changes") if isinstance(population, dict) else None
     truncate_population(run_dir, changes_seen if isinstance(changes_seen, int) else None,
                         int(resume.metadata["update"]))
-    return PreparedResume(run_dir, branched, changes)
+    return PreparedResume(run_dir, branched, changes, set_aside)
 
 
 def apply_resume(session, recorder, prepared: PreparedResume, metadata: dict) -> None:

@@ -284,6 +284,22 @@ def test_resume_from_checkpoint_file_with_new_lr(work, cache, run_b):
     assert verify_checksum(checkpoints(run_dir)[-1][1])["hparams"]["lr"] == pytest.approx(1e-4, rel=1e-6)
 
 
+def test_a_resume_says_how_many_records_written_after_its_checkpoint_it_set_aside(work, cache, run_b):
+    # As a crash leaves them: records of updates after the latest checkpoint.
+    _, snapshot, _ = run_b
+    run_dir = work / "B-crashed"
+    shutil.copytree(snapshot, run_dir)
+    with open(run_dir / "metrics.jsonl", "a", encoding="utf-8") as out:
+        for update in range(K + 1, K + 4):
+            out.write(json.dumps({"update": update, "env_steps": update * STEPS}) + "\n")
+    result = rltui(["launch", "--no-ui", "--resume", run_dir, "--set", f"total_timesteps={(K + 4) * STEPS}"],
+                   work, cache, timeout=300)
+    assert_ok(result)
+    assert (f"rltui: 3 metrics records after the checkpoint's update {K:,} (written before the run stopped) moved "
+            "to metrics.discarded.jsonl") in result.stderr, result.stderr
+    assert [r["update"] for r in read_jsonl(run_dir / "metrics.discarded.jsonl")] == [K + 1, K + 2, K + 3]
+
+
 def test_resume_into_a_new_run_dir(work, cache, run_b):
     _, snapshot, _ = run_b
     metrics = (snapshot / "metrics.jsonl").read_bytes()
