@@ -142,6 +142,9 @@ def export_policy(args) -> None:
             raise UsageError(f"--onnx needs jax2onnx and onnxruntime ({err.name} is not installed): "
                              f"pip install 'rltui[{ONNX_EXTRA}]'") from None
     what = f"{header['algo']} on {header['env']}, update {header['update']}"
+    if header.get("agent") is not None:  # one agent of several: which one
+        member = f"member {header['member']}, " if header.get("member") is not None else ""
+        what += f", agent {header['agent']} ({member}seed {header['seed']})"
     for flag, target, data in (("--policy", args.policy, exported.data), ("--onnx", args.onnx, onnx_bytes)):
         if target is None:
             continue

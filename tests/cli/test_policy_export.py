@@ -232,6 +232,7 @@ def test_several_agents_export_the_one_asked_for(tmp_path, capsys):
                    "(member-major, each member's seeds together)")
     assert not (tmp_path / "p").exists()
     assert main(["export", str(checkpoint), "--policy", str(tmp_path / "p"), "--agent", "1"]) == 0
+    assert f", agent 1 (seed {config.seed + 1}) to {tmp_path / 'p'}" in capsys.readouterr().out  # which one it wrote
     policy = rltui.load_policy(tmp_path / "p")
     assert (policy.header["agent"], policy.header["seed"]) == (1, config.seed + 1)
     second = jax.tree.map(lambda x: x[1], params)
