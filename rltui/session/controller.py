@@ -256,15 +256,11 @@ class TrainingSession:
             self._log_notices()
             failure = self._checkpoints.failure
             failed = {"checkpoint_failed": failure.reason} if failure else {}
-            if self.stopped_early:
-                ending = f"stopped at update {progress.updates_done}"
-            else:
-                ending = f"finished {progress.updates_done} updates"
+            done = progress.updates_done
+            ending = f"stopped at update {done}" if self.stopped_early else f"finished {done} updates"
             reporter.event("finished", ending, **failed)
             self.wound_up = True
-            # The state carries how it ended, so that a client (serve, attach) tells a stop
-            # from a finish as the run's events do.
-            reporter.set_state(SessionState.FINISHED, ending)
+            reporter.set_state(SessionState.FINISHED, ending)  # a client (serve) tells a stop from a finish
         except BaseException as exc:  # noqa: BLE001 - any failure, even SystemExit, becomes the ERROR state
             self._fail(exc)
 
