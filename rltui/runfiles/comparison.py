@@ -30,23 +30,26 @@ class RunSummary(NamedTuple):
     population: str = ""  # a population: "3x1 (members x seeds), best member 2 (lr=0.001)"; else empty
 
 
-def lower_is_better(metric: str) -> bool:
-    """Whether a lower value of `metric` (a declared metric's name, or a member's or seed's
-    series of one) is the better: a loss. Returns, rates and diagnostics count upward."""
+def _direction(metric: str) -> bool | None:
+    """`higher_is_better` of the declared metric `metric` names (a metric's name, or a
+    member's or seed's series of one); True for a name no declaration knows."""
     from trainers.metrics_spec import METRIC_SPECS
 
     names = [part for part in metric.split("/") if part in METRIC_SPECS]
-    return bool(names) and METRIC_SPECS[names[-1]].higher_is_better is False
+    return METRIC_SPECS[names[-1]].higher_is_better if names else True
+
+
+def lower_is_better(metric: str) -> bool:
+    """Whether a lower value of `metric` is the better: a loss. Returns, rates and
+    diagnostics count upward."""
+    return _direction(metric) is False
 
 
 def best_label(metric: str) -> str:
     """What `best_of` gives for `metric`, as a column says it: "best" where a declared
     direction makes one value better (a return, a loss), "max" for a diagnostic (a policy
     loss, an entropy, an episode's length), where the highest is only the highest."""
-    from trainers.metrics_spec import METRIC_SPECS
-
-    names = [part for part in metric.split("/") if part in METRIC_SPECS]
-    return "max" if names and METRIC_SPECS[names[-1]].higher_is_better is None else "best"
+    return "max" if _direction(metric) is None else "best"
 
 
 def best_of(metric: str, values: Sequence[float]) -> float:
