@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The GPU figures in one go, in under 5 minutes: the throughput table at GPU-sized batches,
-# a population against one member, CPU-tuned settings checked on the GPU path, and one
-# preset's learning run. Every figure goes to one file (first argument, default
-# benchmarks/gpu-results.txt), each under the command that produced it.
+# The GPU figures in one go. PART `ppo` (the default, under 5 minutes): the throughput table
+# at GPU-sized batches, a population against one member, CPU-tuned settings checked on the
+# GPU path, and one preset's learning run. PART `value` (under 7 minutes): PQN, DQN and SAC
+# against their references, as on the CPU (docs/benchmarks.md). Every figure goes to one
+# file (first argument, default benchmarks/gpu-results.txt), each under the command that
+# produced it.
 #
-#   bash benchmarks/gpu.sh [OUT_FILE]
+#   bash benchmarks/gpu.sh [OUT_FILE] [ppo|value]
 #
 # Needs a Python whose jax sees a GPU (`pip install ".[test]" "jax[cuda12]"` where the
 # network allows; PYTHON=path/to/python picks it) and runs from the repository root. Each step has its own time limit, so
@@ -12,6 +14,8 @@
 set -u
 py=${PYTHON:-python3}  # the interpreter whose jax sees the GPU
 out=${1:-benchmarks/gpu-results.txt}
+part=${2:-ppo}
+case $part in ppo | value) ;; *) echo "gpu.sh: PART is ppo or value, got '$part'" >&2; exit 2 ;; esac
 mkdir -p "$(dirname "$out")"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 : >"$out"
@@ -31,6 +35,16 @@ step 20 "jax" "$py" -c "import jax, jaxlib; print(jax.__version__, jaxlib.__vers
 if ! "$py" -c 'import jax, sys; sys.exit(jax.devices()[0].platform != "gpu")'; then
     echo "no GPU visible to jax: nothing to measure" | tee -a "$out"
     exit 2
+fi
+
+if [ "$part" = value ]; then
+    # Session against the reference (A-B-A processes), at the batch sizes the issues name.
+    step 200 "PQN against purejaxql's" "$py" benchmarks/pqn_throughput.py --envs 4 64 1024 --env-steps 1e5 \
+        --repeats 1 --warmup 1 --only table
+    step 200 "DQN and SAC against PureJaxRL's and rejax's" "$py" benchmarks/offpolicy_throughput.py --only table \
+        --repeats 1 --warmup 1
+    echo "figures in $out"
+    exit 0
 fi
 
 # Session against the reference (A-B-A processes per env count), batches a GPU fills.
