@@ -176,19 +176,25 @@ class OffPolicyTrainer(OnPolicyTrainer):
             info_sum = jax.tree.map(lambda s, x: s + x.astype(jnp.float32), info_sum, stepped.aux)
             return stepped.params, stepped.opt_state, target, taken, info_sum, norm_sum + stepped.grad_norm
 
-        carry = (state.params, opt_state, state.target_params, state.replay.gradient_steps, zeros, jnp.float32(0))
-        params, opt_state, target, taken, info_sum, norm_sum = jax.lax.fori_loop(0, steps, step, carry)
-
-        def means(_):
+        def learning(carry):
+            params, opt_state, target, taken, info_sum, norm_sum = jax.lax.fori_loop(0, steps, step, carry)
+            # At least one: a vmapped cond runs both branches for every agent.
             mean = lambda total: total / jnp.maximum(steps, 1).astype(jnp.float32)
-            return jax.tree.map(mean, info_sum), mean(norm_sum)
+            return params, opt_state, target, taken, jax.tree.map(mean, info_sum), mean(norm_sum)
 
         # Before learning starts (or at a ratio that leaves an update without a step) the
         # diagnostics are of the update's own transitions at the current parameters, nothing
         # applied: finite, so that the divergence guard reads only a diverged run's values as
-        # non-finite, and a few rows, so that an update without a step stays cheap.
-        info, grad_norm = jax.lax.cond(
-            steps > 0, means, lambda _: self.diagnose(state.params, state.target_params, fresh, key, hp), None)
+        # non-finite, and a few rows, so that an update without a step stays cheap. The
+        # choice is one `lax.cond` around the loop: read after the loop, the parameters it
+        # starts from would have to be copied before it, at every update.
+        def idle(carry):
+            params, opt_state, target, taken, _, _ = carry
+            info, grad_norm = self.diagnose(params, target, fresh, key, hp)
+            return params, opt_state, target, taken, info, grad_norm
+
+        carry = (state.params, opt_state, state.target_params, state.replay.gradient_steps, zeros, jnp.float32(0))
+        params, opt_state, target, taken, info, grad_norm = jax.lax.cond(steps > 0, learning, idle, carry)
         replay = state.replay.replace(credit=credit, gradient_steps=taken)
         return Learned(params, opt_state, target, replay, info, grad_norm, steps, lr)
 
