@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rltui.commands import check_member
 from rltui.config.keys import POPULATION_KEYS
 from rltui.errors import ExitCode, report
 
@@ -240,6 +241,8 @@ def cmd_eval(args) -> int:
         # --seed becomes a PRNG key as a run's seed does; --episodes is an int32 batch size.
         check_integer("--seed", args.seed, int_range("seed"))
         check_integer("--episodes", args.episodes, IntRange(1, INT32_MAX))
+        if args.member is not None:
+            check_integer("--member", args.member, IntRange(0, INT32_MAX))
     except ConfigError as err:
         return _fail(str(err))
     try:
@@ -272,6 +275,10 @@ def cmd_eval(args) -> int:
         return _fail(f"eval: the run's env {config.env} cannot be built here: {str(err).removeprefix('env: ')}")
     trainer = parallel.trainer
     static = trainer.static
+    try:
+        check_member(args.member, static.num_members)
+    except UsageError as err:
+        return report(err)
 
     # A Q-learner's sampled actions explore at the rate its run ends with (its algorithm says).
     exploration = algorithm(config.algo).sample_epsilon(config)
@@ -306,11 +313,14 @@ def cmd_eval(args) -> int:
     if static.num_members > 1:
         members = metadata.get("population", {}).get("members", [])
         swept = metadata.get("population", {}).get("swept", [])
-        for m, member in enumerate(returns.reshape(static.num_members, static.num_seeds, -1)):
+        per_member = returns.reshape(static.num_members, static.num_seeds, -1)
+        for m in range(static.num_members) if args.member is None else [args.member]:
             values = members[m].get("values", {}) if m < len(members) else {}
             label = " ".join(f"{k}={values[k]:.4g}" for k in swept if k in values)
             state = members[m].get("state", "training") if m < len(members) else "training"
-            print(f"  member {m} ({label}{', ' + state if state != 'training' else ''}): {_stats(member)}")
+            print(f"  member {m} ({label}{', ' + state if state != 'training' else ''}): {_stats(per_member[m])}")
+        if args.member is not None:  # the last line: the member's agents together
+            returns = per_member[args.member]
     elif static.num_seeds > 1:
         for i, agent in enumerate(returns):
             print(f"  seed {config.seed + i}: {_stats(agent)}")
@@ -336,6 +346,8 @@ def add_parser(sub) -> None:
                           help=f"sample actions from the policy, epsilon-greedy at eps_end for {acting_by_values()} "
                                "(default: greedy)")
     evaluate.add_argument("--seed", type=int, default=0, help="seed for the evaluation episodes (default 0)")
+    evaluate.add_argument("--member", type=int, metavar="N",
+                          help="a population's member to report (default: every member, each on a line of its own)")
 
     evaluate.set_defaults(run=cmd_eval)
 

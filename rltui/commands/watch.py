@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from rltui.commands import check_member
 from rltui.errors import ExitCode, UsageError
 from rltui.watch.player import Player
 from rltui.watch.record import agent_label, check_record_path, record
@@ -61,10 +62,7 @@ def load_player(args) -> Player:
         restored, _ = checkpoint.decode(data, portable_template(shapes))
     except CheckpointError as err:
         raise UsageError(str(err)) from None
-    members = parallel.trainer.static.num_members
-    if member is not None and member >= members:
-        raise UsageError(f"--member {member}: this run trained {members} members (0 to {members - 1})" if members > 1
-                         else f"--member {member}: this run trained one configuration, member 0")
+    check_member(member, parallel.trainer.static.num_members)
     player = Player(config, (restored.params, restored.obs_stats), seed=args.seed, greedy=not args.sample,
                     parallel=parallel)
     if member is not None:

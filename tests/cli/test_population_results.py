@@ -265,6 +265,20 @@ def test_eval_reports_every_member_of_a_population(population_run):
         assert line.strip().startswith(f"member {m} (lr=") and "mean " in line
     assert lines[-1].startswith("mean ")  # every agent together
 
+    # --member reports that member alone, on the same episodes: its line, then its returns.
+    one = rltui(["eval", run, "--episodes", "4", "--member", "1"], work, timeout=300)
+    assert one.returncode == 0, one.stderr[-3000:]
+    one_lines = one.stdout.splitlines()
+    assert [line for line in one_lines if line.strip().startswith("member ")] == [members[1]]
+    assert one_lines[-1] == "mean " + members[1].split("): mean ", 1)[1]
+
+
+def test_eval_refuses_a_member_the_population_does_not_have(population_run):
+    work, run = population_run
+    result = rltui(["eval", run, "--member", "2"], work, timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == "rltui: error: --member 2: this run trained 2 members (0 to 1)"
+
 
 def test_info_of_a_single_run_has_no_population(tmp_path):
     from rltui.commands.info import population_record
