@@ -126,9 +126,11 @@ class DashboardServer(Server):
         in_url = request.query.get(TOKEN_PARAMETER)
         scheme, _, in_header = request.headers.get("Authorization", "").partition(" ")
         given = in_url or (in_header.strip() if scheme.lower() in ("token", "bearer") else None)
-        if not same_token(given or request.cookies.get(self.cookie_name), self.token):
+        presented = given or request.cookies.get(self.cookie_name)
+        if not same_token(presented, self.token):
             if request.path in ("/", "/ws"):  # a browser's asset requests would repeat it
-                self.say(f"refused a request from {request.remote} without the dashboard's token ({request.path})")
+                how = "with a wrong token" if presented else "without the dashboard's token"
+                self.say(f"refused a request from {request.remote} {how} ({request.path})")
             raise web.HTTPForbidden(text=REFUSED_PAGE)
         response = await handler(request)
         if in_url and not response.prepared:

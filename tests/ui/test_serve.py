@@ -153,6 +153,8 @@ async def test_without_the_token_another_user_can_neither_open_nor_steer_the_das
         # A script may send it in a header instead.
         assert "data-session-websocket-url" in fetch(port, token=None, Authorization=f"token {token}")
     assert "refused a request from 127.0.0.1 without the dashboard's token (/ws)" in output[0]
+    assert "refused a request from 127.0.0.1 with a wrong token (/ws)" in output[0]  # a token one character short
+    assert "refused a request from 127.0.0.1 with a wrong token (/)" in output[0]  # a cookie that is not it
     assert output[0].count(token) == 1  # said once, in the address to open
 
 
