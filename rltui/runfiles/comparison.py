@@ -130,12 +130,16 @@ def read_differences(base: dict[str, Any], config: dict[str, Any]) -> tuple[str,
 def _read_by(config: dict[str, Any], differences: tuple[str, ...]) -> tuple[str, ...]:
     """`differences` ("key=value") less those of keys the run of `config` does not read
     (`reads_key`): beside a run of another algorithm, or on the other action space, those
-    keys differ without meaning anything (and its config.toml leaves them out)."""
+    keys differ without meaning anything (and its config.toml leaves them out). A key the
+    run sweeps is left out too: no member trains at its plain value, and the `sweep.KEY`
+    entry says what they train at."""
     import types
 
     from rltui.config.build import reads_key
     from rltui.config.keys import KEYS
 
+    swept = config.get("sweep") if isinstance(config.get("sweep"), dict) else {}
+    differences = tuple(d for d in differences if d.split("=", 1)[0] not in swept)
     algo, env = config.get("algo"), config.get("env")
     if not isinstance(algo, str) or not isinstance(env, str):
         return differences

@@ -335,6 +335,16 @@ def test_config_differences_read_as_set_items():
         "anneal_lr=false", "hidden_sizes=[32]", "sweep.lr=loguniform(1e-5,1e-2)")
 
 
+def test_a_swept_keys_plain_value_is_not_listed_beside_a_population():
+    # No member trains at the plain lr: the sweep entry says what they train at.
+    from rltui.runfiles.comparison import read_differences
+
+    single = {"algo": "ppo", "env": "CartPole-v1", "lr": 1e-3, "ent_coef": 0.01}
+    population = {"algo": "ppo", "env": "CartPole-v1", "lr": 2.5e-4, "ent_coef": 0.0, "sweep": {"lr": [1e-3, 3e-3]}}
+    assert read_differences(single, population) == ("ent_coef=0", "sweep.lr=[0.001,0.003]")
+    assert read_differences(population, single) == ("ent_coef=0.01", "lr=0.001", "sweep.lr=(unset)")
+
+
 def test_the_runs_view_lists_the_differences_compare_lists():
     # A PQN run's config.toml leaves out the replay keys: beside a DQN run they are not
     # "(unset)", they are keys it does not read.
