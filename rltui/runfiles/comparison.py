@@ -127,6 +127,13 @@ def read_differences(base: dict[str, Any], config: dict[str, Any]) -> tuple[str,
     return _read_by(config, config_differences(base, config))
 
 
+def swept_keys(config: dict[str, Any]) -> frozenset[str]:
+    """The keys a run of `config` sweeps: each member trains at a value of its own, none at
+    the key's plain value."""
+    sweep = config.get("sweep")
+    return frozenset(sweep) if isinstance(sweep, dict) else frozenset()
+
+
 def _read_by(config: dict[str, Any], differences: tuple[str, ...]) -> tuple[str, ...]:
     """`differences` ("key=value") less those of keys the run of `config` does not read
     (`reads_key`): beside a run of another algorithm, or on the other action space, those
@@ -138,7 +145,7 @@ def _read_by(config: dict[str, Any], differences: tuple[str, ...]) -> tuple[str,
     from rltui.config.build import reads_key
     from rltui.config.keys import KEYS
 
-    swept = config.get("sweep") if isinstance(config.get("sweep"), dict) else {}
+    swept = swept_keys(config)
     differences = tuple(d for d in differences if d.split("=", 1)[0] not in swept)
     algo, env = config.get("algo"), config.get("env")
     if not isinstance(algo, str) or not isinstance(env, str):

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rltui.runfiles.comparison import read_differences, show_value
+from rltui.runfiles.comparison import read_differences, show_value, swept_keys
 from rltui.runfiles.discovery import STATES, RunState
 from rltui.runfiles.loading import LoadedRun
 from rltui.runfiles.reader import member_tag
@@ -104,10 +104,11 @@ def sort_rows(rows: Sequence[RunRow], key: str, descending: bool) -> list[RunRow
 
 def matches(row: RunRow, config: dict[str, Any], text: str) -> bool:
     """Every word of `text` is in the row's name, env, algo, state or a key=value of its
-    configuration (case ignored)."""
+    configuration (case ignored); not a swept key's plain value, which no member trains at."""
     words = text.lower().split()
     if not words:
         return True
+    swept = swept_keys(config)
     haystack = " ".join([row.name, row.env, row.algo, row.state.name, "damaged" if row.damaged else "",
-                         *(f"{k}={show_value(v)}" for k, v in config.items())]).lower()
+                         *(f"{k}={show_value(v)}" for k, v in config.items() if k not in swept)]).lower()
     return all(word in haystack for word in words)

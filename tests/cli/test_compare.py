@@ -345,6 +345,17 @@ def test_a_swept_keys_plain_value_is_not_listed_beside_a_population():
     assert read_differences(population, single) == ("ent_coef=0.01", "lr=0.001", "sweep.lr=(unset)")
 
 
+def test_the_runs_view_filter_does_not_match_a_swept_keys_plain_value(tmp_path):
+    from rltui.runfiles.discovery import RunState
+    from rltui.runs_view.rows import RunRow, matches
+
+    row = RunRow(path=tmp_path, name="pop", env="CartPole-v1", algo="ppo", state=RunState("finished", ""), env_steps=0,
+                 updates=0, latest=0.0, best=0.0, wall_time=0.0, started=None, problems=())
+    population = {"algo": "ppo", "lr": 0.001, "ent_coef": 0.01, "sweep": {"lr": [3e-4, 1e-2]}}
+    assert not matches(row, population, "lr=0.001")  # none of its members trains at it
+    assert matches(row, population, "ent_coef=0.01") and matches(row, {**population, "sweep": {}}, "lr=0.001")
+
+
 def test_the_runs_view_lists_the_differences_compare_lists():
     # A PQN run's config.toml leaves out the replay keys: beside a DQN run they are not
     # "(unset)", they are keys it does not read.
