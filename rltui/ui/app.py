@@ -59,7 +59,7 @@ WATCH_KEY = "a"  # the agent; "w" is the chart's smoothing
 
 
 class DashboardApp(EndsWithItsTerminal, RepaintsAfterToasts, App[None]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = ["app.tcss", "help.tcss"]
     TITLE = "rltui"
     # ctrl+q quits an owned run and detaches from an attached one (check_action picks).
     BINDINGS = [

@@ -282,6 +282,23 @@ async def test_sort_and_filter_by_typing(runs_dir, tmp_path):
         assert screen.filter_text == "stopped f" and names() == []
 
 
+async def test_question_mark_opens_the_help_and_leaves_the_list_as_it_was(runs_dir, tmp_path):
+    from rltui.ui.screens.help import HelpScreen
+
+    app = make_app(runs_dir, tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = app.runs_screen
+        await until(pilot, lambda: screen.loaded)
+        shown = [r.name for r in screen.shown]
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        assert ("/", "filter") in app.screen.rows and ("space", "select") in app.screen.rows
+        assert "starts the filter" in str(app.screen.query_one("#help-notes").content)
+        assert app.screen.query_one("#help-dialog").styles.border.top[0] == "thick"  # help.tcss applies here too
+        await pilot.press("escape")
+        assert app.screen is screen and screen.filter_text == "" and [r.name for r in screen.shown] == shown
+
+
 async def test_a_huge_run_loads_in_a_worker(tmp_path):
     root = tmp_path / "runs"
     make_run(root / "huge", 100_000)

@@ -10,7 +10,7 @@ from textual.containers import Grid, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-_NOTES = (
+DASHBOARD_NOTES = (
     "Pause, edits, checkpoints and stop take effect at the next chunk boundary (a fraction "
     'of a second): the status line says "pausing..." until the session confirms. Edits to '
     "dynamic hyperparameters do not recompile; static keys (dimmed) need a new run. An edit "
@@ -18,6 +18,14 @@ _NOTES = (
     "Ctrl+P opens the command palette: every action is there, and Theme switches the "
     "colours. Themes are TOML files: the bundled ones, and your own in "
     "$XDG_CONFIG_HOME/rltui/themes/ (default ~/.config/rltui/themes/)."
+)
+RUNS_NOTES = (
+    "Typing a letter no key uses starts the filter; / goes to it, Esc back to the list. A run is "
+    "shown when every word of the filter is in its name, env, algo, state or a key=value of its "
+    "configuration (lr=0.001).\n\n"
+    "Space selects runs: their curves are drawn below, and each run's configuration is listed "
+    "as its differences from the first one selected. Enter attaches to a live run, or opens a "
+    "run's curves full screen."
 )
 
 
@@ -39,9 +47,10 @@ def key_help(bindings: Iterable[Binding], key_display) -> list[tuple[str, str]]:
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
 
-    def __init__(self, bindings: Iterable[Binding]):
+    def __init__(self, bindings: Iterable[Binding], notes: str = DASHBOARD_NOTES):
         super().__init__()
         self.bindings = list(bindings)
+        self.notes = notes
 
     def compose(self) -> ComposeResult:
         rows = key_help(self.bindings, self.app.get_key_display)
@@ -52,7 +61,7 @@ class HelpScreen(ModalScreen[None]):
                 for keys, text in rows:
                     yield Static(keys, classes="help-key", markup=False)
                     yield Static(text, classes="help-text", markup=False)
-            yield Static(_NOTES, id="help-notes", markup=False)
+            yield Static(self.notes, id="help-notes", markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#help-dialog").border_title = "help (Esc closes)"

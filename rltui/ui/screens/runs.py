@@ -5,7 +5,7 @@ runs whose files changed are read again) every `refresh_interval` seconds, and t
 are worked out in another, so a huge run never holds up the keys. Keys: space selects a
 run, Enter attaches to a live run (the view exits with an AttachRequest) or opens a run's
 curves, s/S sort, / or any other letter filters, m metric, x x axis, w/W smoothing, g
-group by a config key, i mean/IQM, c clears the selection, q quits."""
+group by a config key, i mean/IQM, c clears the selection, ? help, q quits."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from rltui.runfiles.loading import LoadedRun, RunCache
 from rltui.runs_view.curves import SMOOTHING, STATISTIC_NAMES, X_AXES, Overlay, group_keys, metric_choices, overlay
 from rltui.runs_view.rows import SORT_KEYS, AttachRequest, RunRow, differences, matches, row_of, sort_rows
 from rltui.ui.screens.curves import CurvesScreen
+from rltui.ui.screens.help import RUNS_NOTES, HelpScreen
 from rltui.ui.terminal import EndsWithItsTerminal
 from rltui.ui.widgets.runs_chart import CurveControls, RunsChart
 
@@ -61,13 +62,6 @@ class ListState:
 
 
 class RunsScreen(Screen):
-    DEFAULT_CSS = """
-    RunsScreen #runs-filter { height: 3; border: round $secondary; }
-    RunsScreen #runs-table { height: 1fr; min-height: 5; }
-    RunsScreen #runs-chart { height: 1fr; min-height: 8; }
-    RunsScreen #runs-status { height: 1; padding: 0 1; background: $panel; }
-    """
-
     BINDINGS = [
         Binding("space", "toggle_select", "select"),
         Binding("s", "sort", "sort"),
@@ -82,6 +76,7 @@ class RunsScreen(Screen):
         Binding("slash", "filter", "filter"),
         Binding("escape", "leave_filter", "list", show=False),
         Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "help", tooltip="this help"),
     ]
 
     def __init__(self, root: Path, cache: RunCache, *, probe=socket_answers, refresh_interval: float = 2.0,
@@ -352,6 +347,9 @@ class RunsScreen(Screen):
     def action_quit(self) -> None:
         self.app.exit()
 
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen(self.BINDINGS, notes=RUNS_NOTES))
+
     def on_input_changed(self, event: Input.Changed) -> None:
         self.filter_text = event.value
         self.fill()
@@ -378,6 +376,7 @@ class RunsApp(EndsWithItsTerminal, App):
     pressed on a live run (the command then attaches), else with None."""
 
     TITLE = "rltui runs"
+    CSS_PATH = ["runs.tcss", "../help.tcss"]
 
     def __init__(self, root: Path, *, cache: RunCache | None = None, theme: str | None = None,
                  probe=socket_answers, refresh_interval: float = 2.0, user_theme_dir: Path | None = None,
