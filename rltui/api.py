@@ -180,9 +180,6 @@ def train(
         config, checkpoint, target = _resume_plan(resume, env, config, run_dir, name, keys)
     else:
         config = make_config(env, **keys) if config is None else _with_keys(config, env, keys)
-    for notice in (unread_notice(config, keys), no_learning_notice(config) if resume is None else None):
-        if notice is not None:
-            warnings.warn(notice, UserWarning, stacklevel=2)
     if ui:
         from rltui.ui import can_show_dashboard
 
@@ -221,6 +218,10 @@ def train(
             directory = prepare_run_dir(config, str(run_dir) if run_dir is not None else None, name=name)
     except (ConfigError, UsageError, OSError) as err:
         raise ApiError(_api_words(str(err))) from None
+    # Said once the run can start: a run refused is told why, not what it would have done.
+    for notice in (unread_notice(config, keys), no_learning_notice(config) if resume is None else None):
+        if notice is not None:
+            warnings.warn(notice, UserWarning, stacklevel=2)
     hparams = prepared.changes.hparams_before if prepared is not None else None
     for notice in prepared.notices(checkpoint.metadata) if prepared is not None else ():
         warnings.warn(notice, UserWarning, stacklevel=2)

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -132,6 +133,11 @@ def test_bad_input_raises_api_error_before_anything_is_written(tmp_path):
     (taken / "metrics.jsonl").touch()
     with pytest.raises(rltui.ApiError, match=r"^run_dir: .*taken already holds a run"):
         rltui.train(config=config, run_dir=taken, progress=False)
+    # A refusal comes alone: not after a notice of what the run would have done.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(rltui.ApiError, match=r"^run_dir: .*taken already holds a run"):
+            rltui.train(env="CartPole-v1", algo="dqn", total_timesteps=1000, run_dir=taken, progress=False)
 
 
 def test_keys_given_with_a_config_go_over_it(tmp_path):
