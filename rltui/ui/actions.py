@@ -12,15 +12,25 @@ from pathlib import Path
 
 from textual.binding import Binding
 
+from rltui.formatting import fmt_hparam
 from rltui.infra.owner_only import open_private
 from rltui.runfiles.names import SCREENSHOT_PREFIX
 from rltui.session import MetricsSnapshot
 from rltui.ui.widgets import Leaderboard
+from rltui.ui.widgets.hparams import learned_instead
 
 
 def members_text(members: Iterable[int]) -> str:
     members = tuple(members)
     return ("member " if len(members) == 1 else "members ") + ", ".join(map(str, members))
+
+
+def edit_text(change: dict[str, float], values: dict[str, float]) -> str:
+    """An edit as the dashboard says it was sent ("lr → 3e-4"), with what the run's `values`
+    (the edit's included) set it aside for: SAC's alpha is used once autotune is off."""
+    aside = " (used once autotune is off)"
+    return ", ".join(f"{k} → {fmt_hparam(k, v)}" + (aside if learned_instead(k, values) else "")
+                     for k, v in change.items())
 
 
 def edit_start_values(run_values: dict[str, float], members: Sequence[int] | None,

@@ -28,7 +28,6 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from rltui.config.build import RunConfig
-from rltui.formatting import fmt_hparam
 from rltui.session import MetricsSnapshot, Pause, Resume, SaveCheckpoint, SessionState, SetHParams, Stop
 from rltui.session.commands import CloneMember, FreezeMembers, Rollback
 from rltui.session.devices import DeviceSampler, DeviceStatsSource
@@ -232,7 +231,7 @@ class DashboardApp(EndsWithItsTerminal, RepaintsAfterToasts, App[None]):
             return
         members = self._edit_members
         self.session.submit(SetHParams(change, members=members))
-        text = ", ".join(f"{k} → {fmt_hparam(k, v)}" for k, v in change.items())
+        text = actions.edit_text(change, {**self.session.hparams.as_floats(), **change})
         if members is None:
             # The run's own values change (every member's): the panel shows them pending.
             self.run_status.pending_edits.update(change)

@@ -51,6 +51,15 @@ async def test_sacs_alpha_is_marked_as_learned_while_autotune_is_on(tmp_path):
         panel = str(app.dashboard.hparams_panel.query_one("#hp-dynamic").content)
         assert line_of(panel, "alpha").split()[1:] == ["0.2", "(autotune:", "learned)"]
         assert line_of(panel, "autotune").split()[1:] == ["true"]
+        # The editor and the edit's notification say that the value waits for autotune off.
+        await pilot.press("e")
+        editor = app.screen
+        editor._select_field("alpha")
+        assert str(editor.query_one("#editor-rule").content).endswith("(now 0.2: set aside while autotune learns it)")
+        await pilot.press(*"0.1", "enter")
+        await pilot.pause()
+        assert [n.message for n in app._notifications][-1] == (
+            "alpha → 0.1 (used once autotune is off) at the next chunk boundary")
 
     await run_scenario(fake, tmp_path, scenario, size=(120, 40), config=RunConfig(algo="sac", env="Pendulum-v1"))
     assert not learned_instead("alpha", {"autotune": 0.0, "alpha": 0.2})

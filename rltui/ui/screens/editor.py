@@ -19,7 +19,7 @@ from textual.widgets.option_list import Option
 
 from rltui.formatting import SWITCHES, fmt_hparam
 from rltui.session import validate_changes
-from rltui.ui.widgets.hparams import annealed
+from rltui.ui.widgets.hparams import annealed, learned_instead
 from trainers.hparams import EDITABLE_HPARAMS, HParamError, hparam_rule
 
 
@@ -119,7 +119,11 @@ class HParamEditor(ModalScreen[dict[str, float] | None]):
         """The rule, the current value and an empty input for `self.field`: text typed
         (or refused) for another field must not carry over into this one."""
         current = fmt_hparam(self.field, self.values.get(self.field))
-        now = f"configured {current}: annealing starts there" if annealed(self.field, self.values) else f"now {current}"
+        now = f"now {current}"
+        if annealed(self.field, self.values):
+            now = f"configured {current}: annealing starts there"
+        elif learned_instead(self.field, self.values):
+            now = f"now {current}: set aside while autotune learns it"
         self.query_one("#editor-rule", Label).update(f"{self.field}: {edit_rule(self.field)} ({now})")
         value = self.query_one("#editor-value", Input)
         value.value = ""
