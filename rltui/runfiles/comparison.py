@@ -86,9 +86,10 @@ def config_differences(base: dict[str, Any], config: dict[str, Any]) -> tuple[st
 
 
 def show_value(value: Any) -> str:
+    """A configuration value as one word (`[64,64]`); "(unset)" for a key a run does not have."""
     from rltui.config.toml_text import show_setting
 
-    return show_setting(value, compact=True)
+    return "(unset)" if value is None else show_setting(value, compact=True)
 
 
 def summarize(run: RunData, metric: str, threshold: float | None, base: dict[str, Any]) -> RunSummary:

@@ -138,8 +138,8 @@ def metric_choices(runs: Sequence[LoadedRun]) -> list[str]:
 
 def group_keys(runs: Sequence[LoadedRun]) -> list[str]:
     """Config keys whose value differs among the runs (seed first): what grouping by
-    would split."""
-    keys: set[str] = set()
-    for run in runs[1:]:
-        keys |= {k for k in set(run.config) | set(runs[0].config) if run.config.get(k) != runs[0].config.get(k)}
+    would split. Only keys every run has: one a run's config leaves out is one it does not
+    read (a PQN run's double_q), and splitting on it would group by algorithm instead."""
+    shared = set.intersection(*(set(run.config) for run in runs)) if runs else set()
+    keys = {k for k in shared for run in runs[1:] if run.config.get(k) != runs[0].config.get(k)}
     return sorted(keys, key=lambda k: (k != "seed", k))

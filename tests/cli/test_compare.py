@@ -356,6 +356,18 @@ def test_the_runs_view_filter_does_not_match_a_swept_keys_plain_value(tmp_path):
     assert matches(row, population, "ent_coef=0.01") and matches(row, {**population, "sweep": {}}, "lr=0.001")
 
 
+def test_grouping_offers_only_keys_every_selected_run_reads():
+    import types
+
+    from rltui.runfiles.comparison import show_value
+    from rltui.runs_view.curves import group_keys
+
+    dqn = types.SimpleNamespace(config={"algo": "dqn", "seed": 0, "lr": 1e-3, "double_q": False})
+    pqn = types.SimpleNamespace(config={"algo": "pqn", "seed": 1, "lr": 1e-4, "q_lambda": 0.65})
+    assert group_keys([dqn, pqn]) == ["seed", "algo", "lr"]  # not double_q nor q_lambda: one of them reads it
+    assert show_value(None) == "(unset)"  # a group of runs without the key, as --group-by names it
+
+
 def test_the_runs_view_lists_the_differences_compare_lists():
     # A PQN run's config.toml leaves out the replay keys: beside a DQN run they are not
     # "(unset)", they are keys it does not read.
