@@ -106,6 +106,16 @@ async def _opens_steps_switches_mode_and_closes(run_dir):
     assert not app.is_running
 
 
+async def test_the_way_out_of_the_watch_view_shows_on_an_80_column_footer(run_dir):
+    from rltui.ui.screens.watch import WatchApp
+
+    app = WatchApp(player_for(run_dir), episodes=0, speed=1.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        footer = app.screen._compositor.render_strips()[-1].text  # the bottom line, as the terminal shows it
+        assert footer.split()[:2] == ["q", "close"]
+
+
 async def test_watch_view_in_a_small_terminal_says_how_large_it_needs(run_dir):
     await _small_terminal(run_dir)
 

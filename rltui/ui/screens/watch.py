@@ -105,14 +105,16 @@ class WatchScreen(Screen):
     WatchScreen #watch-info { width: 34; height: 1fr; border: round $secondary; padding: 0 1; }
     """
 
+    # Close first: the footer cuts the last keys off on a narrow terminal, and the way out is
+    # the one key a user must find.
     BINDINGS = [
+        Binding("q,escape,a", "close", "close"),  # a: the dashboard's key that opens it
         Binding("space", "toggle_pause", "pause"),
         Binding("n", "step", "step"),
         Binding("g", "toggle_greedy", "greedy/sampled"),
         Binding("s", "next_seed", "seed"),
         Binding("plus,equals_sign", "faster", "faster"),
         Binding("minus", "slower", "slower"),
-        Binding("q,escape,a", "close", "close"),  # a: the dashboard's key that opens it
     ]
 
     class FrameReady(Message):
