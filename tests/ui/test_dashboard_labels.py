@@ -63,3 +63,18 @@ async def test_sacs_alpha_is_marked_as_learned_while_autotune_is_on(tmp_path):
 
     await run_scenario(fake, tmp_path, scenario, size=(120, 40), config=RunConfig(algo="sac", env="Pendulum-v1"))
     assert not learned_instead("alpha", {"autotune": 0.0, "alpha": 0.2})
+
+
+async def test_the_metric_picker_fits_an_80_column_terminal(tmp_path):
+    # SAC's metric titles include the longest (the largest |reward| ... after reward_scale).
+    fake = FakeSession()
+
+    async def scenario(app, pilot):
+        fake.on_thread(fake.advance, 4)
+        await until(pilot, lambda: app.latest is not None and app.latest.update == 4)
+        await pilot.press("m")
+        await pilot.pause()
+        box = app.screen.query_one("Vertical").region
+        assert box.x >= 0 and box.right <= 80, box
+
+    await run_scenario(fake, tmp_path, scenario, size=(80, 24), config=RunConfig(algo="sac", env="Pendulum-v1"))

@@ -16,7 +16,9 @@ class MetricPicker(ModalScreen[str | None]):
     BINDINGS = [Binding("escape,q", "dismiss_none", "Close")]
     DEFAULT_CSS = """
     MetricPicker { align: center middle; }
-    MetricPicker > Vertical { width: auto; min-width: 30; height: auto; border: round $primary; padding: 0 1; }
+    MetricPicker > Vertical {
+        width: auto; min-width: 30; max-width: 100%; height: auto; border: round $primary; padding: 0 1;
+    }
     MetricPicker OptionList { height: auto; max-height: 20; border: none; }
     """
 
