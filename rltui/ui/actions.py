@@ -33,6 +33,13 @@ def edit_text(change: dict[str, float], values: dict[str, float]) -> str:
                      for k, v in change.items())
 
 
+def rollback_notice(*, population: bool) -> str:
+    """What the dashboard says of a rollback sent: a request, since whether a checkpoint
+    exists the session knows (its events say so if none does)."""
+    kept = "each member's values as the checkpoint holds them" if population else "hyperparameters are kept"
+    return f"Rollback requested: to the latest checkpoint ({kept})."
+
+
 def edit_start_values(run_values: dict[str, float], members: Sequence[int] | None,
                       latest: MetricsSnapshot | None) -> dict[str, float]:
     """What the editor shows first for an edit of `members` (None: every member): the run's

@@ -43,6 +43,7 @@ from rltui.ui.messages import (
 from rltui.ui.run_status import RunStatus
 from rltui.ui.screens import CloneDialog, DashboardScreen, HelpScreen, HParamEditor, QuitConfirm, StopRunConfirm
 from rltui.ui.screens.clone import CloneChoice
+from rltui.ui.screens.quit import RollbackConfirm
 from rltui.ui.session_view import SessionView
 from rltui.ui.snapshot_display import SnapshotDisplay
 from rltui.ui.terminal import EndsWithItsTerminal
@@ -271,11 +272,12 @@ class DashboardApp(EndsWithItsTerminal, RepaintsAfterToasts, App[None]):
 
     def action_rollback(self) -> None:
         if not self._refused("rollback"):
+            self.push_screen(RollbackConfirm(population=self.dashboard.population), self._rollback_chosen)
+
+    def _rollback_chosen(self, confirmed: bool | None) -> None:
+        if confirmed:
             self.session.submit(Rollback())
-            # Whether a checkpoint exists the session knows: it says so in the events if none does.
-            kept = ("each member's values as the checkpoint holds them" if self.dashboard.population
-                    else "hyperparameters are kept")
-            self.notify(f"Rollback requested: to the latest checkpoint ({kept}).", timeout=3)
+            self.notify(actions.rollback_notice(population=self.dashboard.population), timeout=3)
 
     def action_cycle_chart(self) -> None:
         self.dashboard.action_cycle_chart()

@@ -57,7 +57,7 @@ def after_pause_edit_save_rollback(app, fake):
         await until(pilot, lambda: "checkpoint saved" in app.dashboard.events_log.text)
         # As the real session says it: a line that wraps in the panel.
         fake.on_thread(fake.event, "checkpoint", "checkpoint saved checkpoint-000000040.msgpack (requested)")
-        await pilot.press("r")
+        await pilot.press("r", "y")
         await until(pilot, lambda: "rolled back" in app.dashboard.events_log.text)
         app.clear_notifications()
         await pilot.pause()

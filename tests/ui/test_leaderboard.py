@@ -154,7 +154,7 @@ async def test_a_populations_rollback_says_the_members_values_go_back_too(tmp_pa
         await started(app, pilot, fake)
         await pilot.press("p")
         await until(pilot, lambda: app.session_state is SessionState.PAUSED)
-        await pilot.press("r")
+        await pilot.press("r", "y")
         await until(pilot, lambda: fake.commands_of(Rollback))
         assert notes(app)[-1] == (
             "Rollback requested: to the latest checkpoint (each member's values as the checkpoint holds them).")

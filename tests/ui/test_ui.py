@@ -18,7 +18,7 @@ from rltui.session import Pause, Resume, SaveCheckpoint, SessionState, SetHParam
 from rltui.session.commands import Rollback
 from rltui.ui.app import DashboardApp
 from rltui.ui.runner import run_dashboard
-from rltui.ui.screens import HelpScreen, HParamEditor, QuitConfirm, StopRunConfirm
+from rltui.ui.screens import HelpScreen, HParamEditor, QuitConfirm, RollbackConfirm, StopRunConfirm
 from rltui.ui.widgets import SPARKLINE_METRICS, MetricSparkline
 from rltui.ui.widgets.chart import CHART_METRICS
 
@@ -345,7 +345,12 @@ async def test_rollback_only_while_paused(tmp_path):
         await pilot.press("p")
         await until(pilot, lambda: app.session_state is SessionState.PAUSED)
         await until(pilot, lambda: "Rollback" in footer_keys(app))
-        await pilot.press("r")
+        await pilot.press("r")  # it asks first: the updates since the checkpoint are undone
+        assert isinstance(app.screen, RollbackConfirm) and fake.commands_of(Rollback) == []
+        assert "The updates since it are undone" in str(app.screen.query_one("#quit-question").content)
+        await pilot.press("n")  # kept paused, nothing sent
+        assert not isinstance(app.screen, RollbackConfirm) and fake.commands_of(Rollback) == []
+        await pilot.press("r", "y")
         assert fake.commands_of(Rollback) == [Rollback()]
         # a request: the session says whether there was a checkpoint to roll back to
         assert notes(app)[-1] == "Rollback requested: to the latest checkpoint (hyperparameters are kept)."
@@ -397,7 +402,7 @@ async def test_divergence_alerts_and_offers_rollback(tmp_path):
         fake.on_thread(fake.event, "nonfinite", "non-finite loss or gradient: training paused")
         fake.on_thread(fake.set_state, SessionState.PAUSED, "non-finite loss or gradient")
         await until(pilot, lambda: any("roll back" in str(n.message) for n in app._notifications))
-        await pilot.press("r")
+        await pilot.press("r", "y")
         assert fake.commands_of(Rollback) == [Rollback()]
 
     await run_scenario(fake, tmp_path, scenario)

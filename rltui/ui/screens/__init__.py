@@ -4,6 +4,7 @@ from rltui.ui.screens.clone import CloneDialog
 from rltui.ui.screens.dashboard import DashboardScreen
 from rltui.ui.screens.editor import HParamEditor
 from rltui.ui.screens.help import HelpScreen
-from rltui.ui.screens.quit import QuitConfirm, StopRunConfirm
+from rltui.ui.screens.quit import QuitConfirm, RollbackConfirm, StopRunConfirm
 
-__all__ = ["CloneDialog", "DashboardScreen", "HParamEditor", "HelpScreen", "QuitConfirm", "StopRunConfirm"]
+__all__ = ["CloneDialog", "DashboardScreen", "HParamEditor", "HelpScreen", "QuitConfirm", "RollbackConfirm",
+           "StopRunConfirm"]

@@ -1,5 +1,6 @@
 """Asks before stopping a run: quitting an in-process run stops it (`QuitConfirm`); an
-attached dashboard stops the job only on its own key (`StopRunConfirm`)."""
+attached dashboard stops the job only on its own key (`StopRunConfirm`); and before a
+rollback, which undoes the updates since the latest checkpoint (`RollbackConfirm`)."""
 
 from __future__ import annotations
 
@@ -98,3 +99,29 @@ class StopRunConfirm(QuitConfirm):
     @property
     def detail(self) -> str:
         return "A final checkpoint is written; this dashboard stays open."
+
+
+class RollbackConfirm(QuitConfirm):
+    """A rollback undoes every update since the latest checkpoint: one key press is not
+    enough for that (it is offered only while paused)."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Roll back"),
+        Binding("n,escape", "answer(False)", "Cancel"),
+    ]
+    TITLE = "roll back"
+    YES = "Roll back (y)"
+
+    def __init__(self, *, population: bool = False):
+        super().__init__(SessionState.PAUSED)
+        self.population = population
+
+    @property
+    def question(self) -> str:
+        return "Roll back to the latest checkpoint? The updates since it are undone."
+
+    @property
+    def detail(self) -> str:
+        if self.population:
+            return "Each member goes back to its parameters and values as the checkpoint holds them."
+        return "The parameters go back to the checkpoint's; the hyperparameters are kept as they are now."
